@@ -1,0 +1,167 @@
+"""models.yaml + environment + flags -> one Settings object, built in one place.
+
+Precedence: flags > environment (HALUCHECK_*) > models.yaml > defaults.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from halucheck.errors import ConfigError
+
+ROLES = ("initial", "trust", "skeptic", "leader", "filter", "extractor", "query")
+# Profile keys that are sampling settings rather than engine constructor options.
+SAMPLING_KEYS = ("temperature", "top_p", "max_tokens", "seed")
+
+
+@dataclass(frozen=True)
+class Profile:
+    """An engine plus a model and its options, as named in models.yaml."""
+
+    name: str
+    engine: str
+    model: str = ""
+    options: dict = field(default_factory=dict)
+    sampling: dict = field(default_factory=dict)
+
+
+def user_cache_dir() -> Path:
+    """Where converted weights and other caches live (``$HALUCHECK_HOME`` overrides)."""
+    env = os.environ.get("HALUCHECK_HOME")
+    if env:
+        return Path(env)
+    import platformdirs
+
+    return Path(platformdirs.user_cache_dir("halucheck"))
+
+
+def find_config(path: str | os.PathLike | None = None) -> Path:
+    """Locate models.yaml: explicit path, $HALUCHECK_CONFIG, ./models.yaml, the packaged copy."""
+    candidates = []
+    if path:
+        p = Path(path)
+        if not p.is_file():
+            raise ConfigError(f"config file {p} does not exist; pass an existing models.yaml to --config")
+        return p
+    if os.environ.get("HALUCHECK_CONFIG"):
+        p = Path(os.environ["HALUCHECK_CONFIG"])
+        if not p.is_file():
+            raise ConfigError(f"HALUCHECK_CONFIG points to {p}, which does not exist; fix or unset it")
+        return p
+    candidates = [Path.cwd() / "models.yaml", Path(__file__).with_name("models.yaml")]
+    for p in candidates:
+        if p.is_file():
+            return p
+    raise ConfigError("no models.yaml found; pass --config PATH or set HALUCHECK_CONFIG")
+
+
+@dataclass
+class Settings:
+    """Profiles and the role -> profile mapping, with engines created lazily and shared per profile."""
+
+    profiles: dict[str, Profile]
+    default_profile: str
+    roles: dict[str, str] = field(default_factory=dict)
+    source: Path | None = None
+    _engines: dict[str, Any] = field(default_factory=dict, repr=False)
+
+    @classmethod
+    def load(
+        cls,
+        config: str | os.PathLike | None = None,
+        profile: str | None = None,
+        role_overrides: dict[str, str] | None = None,
+    ) -> "Settings":
+        path = find_config(config)
+        try:
+            raw = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+        except yaml.YAMLError as exc:
+            mark = getattr(exc, "problem_mark", None)
+            where = f":{mark.line + 1}" if mark else ""
+            raise ConfigError(f"{path}{where}: not valid YAML ({getattr(exc, 'problem', exc)})") from None
+        return cls.from_dict(raw, source=path, profile=profile, role_overrides=role_overrides)
+
+    @classmethod
+    def from_dict(
+        cls,
+        raw: dict,
+        source: Path | None = None,
+        profile: str | None = None,
+        role_overrides: dict[str, str] | None = None,
+    ) -> "Settings":
+        where = source or "models.yaml"
+        profiles = {}
+        for name, spec in (raw.get("profiles") or {}).items():
+            if not isinstance(spec, dict) or "engine" not in spec:
+                raise ConfigError(f"{where}: profile {name!r} needs an `engine:` key")
+            spec = dict(spec)
+            engine = spec.pop("engine")
+            model = str(spec.pop("model", "") or "")
+            sampling = {k: spec.pop(k) for k in SAMPLING_KEYS if k in spec}
+            profiles[name] = Profile(name, engine, model, spec, sampling)
+        if not profiles:
+            raise ConfigError(f"{where}: no profiles defined under `profiles:`")
+
+        default = os.environ.get("HALUCHECK_PROFILE") or raw.get("default_profile")
+        roles = {} if os.environ.get("HALUCHECK_PROFILE") else dict(raw.get("roles") or {})
+        if profile:  # --profile: every role uses it, unless a --role override says otherwise
+            default, roles = profile, {}
+        roles.update(role_overrides or {})
+        if not default:
+            default = next(iter(profiles))
+        settings = cls(profiles=profiles, default_profile=default, roles=roles, source=source)
+        settings.profile(default)
+        for role, name in roles.items():
+            if role not in ROLES:
+                raise ConfigError(f"unknown role {role!r}; roles are: {', '.join(ROLES)}")
+            settings.profile(name)
+        return settings
+
+    def profile(self, name: str) -> Profile:
+        try:
+            return self.profiles[name]
+        except KeyError:
+            import difflib
+
+            near = difflib.get_close_matches(name, self.profiles, n=1)
+            hint = f" Did you mean {near[0]!r}?" if near else ""
+            raise ConfigError(
+                f"unknown profile {name!r}.{hint} Profiles in {self.source or 'models.yaml'}: "
+                f"{', '.join(self.profiles)}"
+            ) from None
+
+    def profile_for(self, role: str) -> Profile:
+        return self.profile(self.roles.get(role, self.default_profile))
+
+    def engine_for(self, role: str):
+        """The engine serving ``role``; roles sharing a profile share one engine instance."""
+        prof = self.profile_for(role)
+        if prof.name not in self._engines:
+            from halucheck.engines import create_engine
+
+            self._engines[prof.name] = create_engine(prof.engine, model=prof.model, **prof.options)
+        return self._engines[prof.name]
+
+    def sampling_for(self, role: str) -> dict:
+        return dict(self.profile_for(role).sampling)
+
+    def close(self) -> None:
+        for engine in self._engines.values():
+            engine.close()
+        self._engines.clear()
+
+
+def parse_role_overrides(values: list[str] | None) -> dict[str, str]:
+    """Parse ``--role ROLE=PROFILE`` flags."""
+    out = {}
+    for v in values or []:
+        role, sep, prof = v.partition("=")
+        if not sep or not role or not prof:
+            raise ConfigError(f"--role expects ROLE=PROFILE (e.g. --role skeptic=cpu-1.5b), got {v!r}")
+        out[role.strip()] = prof.strip()
+    return out

@@ -1,0 +1,170 @@
+"""The one engine interface: a batch of chat requests in, results out in the same order.
+
+Engines only turn requests into text (``_complete``). Parsing and JSON-schema validation happen here,
+once, for every engine: a reply that does not validate is retried (sampled, with a new seed) and, if it
+still fails, returned with ``error`` set, never raised. A bad model reply is data, not a crash.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from dataclasses import dataclass, field, replace
+from typing import Any, Sequence
+
+import jsonschema
+
+
+@dataclass(frozen=True)
+class SamplingParams:
+    """Decoding settings. ``temperature == 0`` means greedy."""
+
+    temperature: float = 0.0
+    top_p: float = 1.0
+    max_tokens: int = 384
+    seed: int | None = None
+
+
+@dataclass(frozen=True)
+class Request:
+    """One chat completion: messages (``{"role", "content"}``), an optional JSON schema the reply
+    must satisfy, sampling parameters, and whether per-token logprobs are wanted."""
+
+    messages: tuple[dict, ...]
+    schema: dict | None = None
+    sampling: SamplingParams = field(default_factory=SamplingParams)
+    logprobs: bool = False
+    tag: str = ""  # what the call is for (e.g. "debate:skeptic"); used for accounting only
+
+    def key(self, model: str = "") -> str:
+        """A stable hash of everything that determines the reply (for caching and dedupe)."""
+        payload = json.dumps(
+            {
+                "model": model,
+                "messages": list(self.messages),
+                "schema": self.schema,
+                "sampling": self.sampling.__dict__,
+                "logprobs": self.logprobs,
+            },
+            sort_keys=True,
+            ensure_ascii=False,
+        )
+        return hashlib.sha256(payload.encode()).hexdigest()
+
+
+@dataclass
+class Result:
+    """The reply to one request. ``parsed`` holds the validated JSON object when a schema was given."""
+
+    text: str = ""
+    parsed: Any = None
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cached_tokens: int = 0  # prompt tokens served from a prefix cache, where the engine reports it
+    logprobs: list[tuple[str, float]] | None = None
+    error: str | None = None
+    attempts: int = 1
+    latency_s: float = 0.0
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+
+def validate_reply(text: str, schema: dict | None) -> tuple[Any, str | None]:
+    """Parse ``text`` as JSON and check it against ``schema``. Returns (object, error message)."""
+    if schema is None:
+        return text, None
+    try:
+        obj = json.loads(text)
+    except json.JSONDecodeError as exc:
+        return None, f"reply is not valid JSON ({exc.msg} at char {exc.pos})"
+    try:
+        jsonschema.validate(obj, schema)
+    except jsonschema.ValidationError as exc:
+        path = "/".join(str(p) for p in exc.absolute_path) or "<root>"
+        return None, f"reply violates the schema at {path}: {exc.message}"
+    return obj, None
+
+
+class Engine:
+    """Base class of all engines. Subclasses implement ``_complete`` (text only, same order).
+
+    ``max_batch`` is how many requests the engine wants at once (a batch engine takes all ready
+    requests; a server client bounds its in-flight requests), read by the debate scheduler.
+    """
+
+    name: str = "base"
+    max_batch: int = 1
+    max_retries: int = 2
+    retry_temperature: float = 0.7
+
+    def __init__(self, model: str = "", **options: Any) -> None:
+        self.model = model
+        self.options = options
+        self.calls = 0  # engine calls (requests actually sent, retries included)
+
+    # -- to implement -------------------------------------------------------------------------
+    def _complete(self, requests: Sequence[Request]) -> list[Result]:  # pragma: no cover
+        raise NotImplementedError
+
+    # -- public -------------------------------------------------------------------------------
+    def generate(self, requests: Sequence[Request]) -> list[Result]:
+        """Run ``requests`` and return validated results in the same order."""
+        requests = list(requests)
+        results: list[Result | None] = [None] * len(requests)
+        pending = list(range(len(requests)))
+        attempt = 0
+        while pending:
+            attempt += 1
+            batch = [self._retry_request(requests[i], attempt) for i in pending]
+            t0 = time.perf_counter()
+            try:
+                raw = self._complete(batch)
+            except Exception as exc:  # engine failure for the whole batch: record it, keep going
+                from halucheck.errors import HalucheckError
+
+                if not isinstance(exc, HalucheckError):
+                    raise
+                raw = [Result(error=str(exc)) for _ in batch]
+            self.calls += len(batch)
+            elapsed = time.perf_counter() - t0
+            still = []
+            for i, res in zip(pending, raw):
+                if not res.latency_s:  # engines that do not time each request get the batch's time
+                    res.latency_s = elapsed
+                prev = results[i]
+                if prev is not None:  # a retry: the failed attempts' cost still counts
+                    res.prompt_tokens += prev.prompt_tokens
+                    res.completion_tokens += prev.completion_tokens
+                    res.cached_tokens += prev.cached_tokens
+                    res.latency_s += prev.latency_s
+                res.attempts = attempt
+                if res.error is None:
+                    res.parsed, res.error = validate_reply(res.text, requests[i].schema)
+                results[i] = res
+                if res.error is not None and attempt <= self.max_retries:
+                    still.append(i)
+            pending = still
+        return results  # type: ignore[return-value]
+
+    def _retry_request(self, request: Request, attempt: int) -> Request:
+        """A retry of a greedy request would repeat the same reply: sample instead, with a new seed."""
+        if attempt == 1:
+            return request
+        s = request.sampling
+        return replace(
+            request,
+            sampling=replace(
+                s,
+                temperature=max(s.temperature, self.retry_temperature),
+                seed=(s.seed or 0) + attempt,
+            ),
+        )
+
+    def close(self) -> None:
+        """Release resources (servers, GPU memory)."""
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} model={self.model!r}>"

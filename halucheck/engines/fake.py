@@ -1,0 +1,110 @@
+"""Scripted engine for unit tests: the real scheduler, validation and store still run.
+
+Replies come, in order of priority, from a queue (``enqueue``), a ``responder`` callable, or a default
+built from the request's JSON schema. A reply may be a dict (serialised to JSON), a raw string (sent as
+is, e.g. to test schema violations) or an Exception instance (that request fails, the others do not).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections import deque
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+from halucheck.engines.base import Engine, Request, Result
+
+Reply = dict | str | Exception
+
+
+def example_for(schema: dict | None) -> Any:
+    """A small instance that satisfies ``schema`` (enough for the schemas halucheck uses)."""
+    if not schema:
+        return "fake reply"
+    if "enum" in schema:
+        return schema["enum"][0]
+    if "const" in schema:
+        return schema["const"]
+    for key in ("anyOf", "oneOf"):
+        if key in schema:
+            return example_for(schema[key][0])
+    kind = schema.get("type")
+    if kind == "object" or "properties" in schema:
+        return {k: example_for(v) for k, v in schema.get("properties", {}).items()}
+    if kind == "array":
+        return [example_for(schema.get("items", {}))] * max(1, schema.get("minItems", 1))
+    if kind == "boolean":
+        return True
+    if kind == "integer":
+        return int(schema.get("minimum", 0))
+    if kind == "number":
+        return float(schema.get("minimum", 0.0))
+    return "fake"
+
+
+class FakeEngine(Engine):
+    """Test double registered as ``fake``.
+
+    Options (also settable from a models.yaml profile): ``replies`` (a list), ``replies_file`` (JSONL,
+    one reply per line), ``reply`` (a dict merged into every default reply), ``max_batch``, and
+    ``step_latency`` = [a, b]: each ``_complete`` call sleeps a + b * batch_size seconds, a model of a
+    batching server for scheduler benchmarks.
+    """
+
+    name = "fake"
+
+    def __init__(
+        self,
+        model: str = "fake",
+        replies: Sequence[Reply] | None = None,
+        replies_file: str | None = None,
+        reply: dict | None = None,
+        responder: Callable[[Request], Reply] | None = None,
+        max_batch: int = 1024,
+        step_latency: Sequence[float] | None = None,
+        **options: Any,
+    ) -> None:
+        super().__init__(model=model, **options)
+        self.queue: deque[Reply] = deque(replies or [])
+        if replies_file:
+            with open(Path(replies_file), encoding="utf-8") as fh:
+                self.queue.extend(json.loads(line) for line in fh if line.strip())
+        self.reply_overrides = dict(reply or {})
+        self.responder = responder
+        self.max_batch = int(max_batch)
+        self.step_latency = tuple(step_latency) if step_latency else None
+        self.requests: list[Request] = []  # every request received, retries included
+        self.batch_sizes: list[int] = []
+
+    def enqueue(self, *replies: Reply) -> None:
+        self.queue.extend(replies)
+
+    def _reply_for(self, request: Request) -> Reply:
+        if self.queue:
+            return self.queue.popleft()
+        if self.responder is not None:
+            return self.responder(request)
+        obj = example_for(request.schema)
+        if isinstance(obj, dict):
+            obj.update({k: v for k, v in self.reply_overrides.items() if k in obj})
+        return obj
+
+    def _complete(self, requests: Sequence[Request]) -> list[Result]:
+        self.requests.extend(requests)
+        self.batch_sizes.append(len(requests))
+        if self.step_latency:
+            a, b = self.step_latency
+            time.sleep(a + b * len(requests))
+        out = []
+        for req in requests:
+            reply = self._reply_for(req)
+            if isinstance(reply, Exception):
+                out.append(Result(error=f"engine error: {reply}"))
+                continue
+            text = reply if isinstance(reply, str) else json.dumps(reply)
+            prompt_tokens = sum(len(m["content"].split()) for m in req.messages)
+            out.append(
+                Result(text=text, prompt_tokens=prompt_tokens, completion_tokens=len(text.split()))
+            )
+        return out

@@ -1,0 +1,122 @@
+"""Typed records passed between modules: claims, evidence, debate turns and verdicts.
+
+The JSON field names produced by ``to_dict`` are a contract read by reports, tests and users' scripts.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Literal
+
+Role = Literal["initial", "trust", "skeptic", "leader"]
+State = Literal["S0", "S1", "S2"]
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """A passage used as evidence, located in its source file by character offsets."""
+
+    text: str
+    source: str = ""
+    start: int = 0
+    end: int = 0
+    score: float = 0.0
+
+    def to_dict(self) -> dict:
+        return {"source": self.source, "start": self.start, "end": self.end, "text": self.text}
+
+
+@dataclass(frozen=True)
+class Claim:
+    """One atomic, checkable statement (or a question + answer pair for short QA)."""
+
+    text: str
+    question: str | None = None
+
+    @property
+    def statement(self) -> str:
+        """What the agents verify: the paper joins short-QA question and answer into one claim."""
+        return f"{self.question} {self.text}" if self.question else self.text
+
+
+@dataclass
+class Turn:
+    """One agent's turn in the debate chain. ``error`` is set, and the verdict fields are None,
+    when the agent's reply could not be obtained or never matched the schema."""
+
+    state: State
+    role: Role
+    opinion: str
+    factuality: bool | None
+    error_severity: int | None
+    error: str | None = None
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cached_tokens: int = 0
+    latency_s: float = 0.0
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None and self.factuality is not None
+
+    def to_dict(self) -> dict:
+        d = {
+            "state": self.state,
+            "role": self.role,
+            "opinion": self.opinion,
+            "factuality": self.factuality,
+            "error_severity": self.error_severity,
+        }
+        if self.error:
+            d["error"] = self.error
+        return d
+
+
+@dataclass
+class Verdict:
+    """The outcome for one claim: the last Leader's judgement plus the full chain of turns."""
+
+    factuality: bool | None
+    error_severity: int | None
+    confidence: float
+    chain: list[Turn] = field(default_factory=list)
+    rounds: int = 0
+    consensus: bool = False
+    error: str | None = None
+
+    @property
+    def prompt_tokens(self) -> int:
+        return sum(t.prompt_tokens for t in self.chain)
+
+    @property
+    def completion_tokens(self) -> int:
+        return sum(t.completion_tokens for t in self.chain)
+
+    def to_dict(self) -> dict:
+        d = {
+            "factuality": self.factuality,
+            "error_severity": self.error_severity,
+            "confidence": round(self.confidence, 4),
+            "rounds": self.rounds,
+            "consensus": self.consensus,
+            "chain": [t.to_dict() for t in self.chain],
+        }
+        if self.error:
+            d["error"] = self.error
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "Verdict":
+        chain = [Turn(**{k: v for k, v in t.items()}) for t in d.get("chain", [])]
+        return cls(
+            factuality=d["factuality"],
+            error_severity=d["error_severity"],
+            confidence=d["confidence"],
+            chain=chain,
+            rounds=d.get("rounds", 0),
+            consensus=d.get("consensus", False),
+            error=d.get("error"),
+        )
+
+
+__all__ = ["Claim", "Evidence", "Role", "State", "Turn", "Verdict", "asdict"]
