@@ -1,0 +1,102 @@
+"""The Markov-chain multi-agent debate (MCMAD), exactly as the paper, readable on one screen.
+
+S0: the initial agent gives a first opinion. Then the chain moves between two states of three agents:
+S1 = Trust -> Skeptic -> Leader and S2 = Skeptic -> Trust -> Leader. The next state depends only on the
+previous state's result R (its last valid factuality) through the transition policy. The chain stops when
+the three agents of a state agree on factuality and at least ``min_rounds`` states have run, or after
+``max_rounds`` states. The final verdict is the last Leader's.
+
+``debate()`` is a generator: it yields an AgentCall for every turn and receives the Turn back. It never
+touches an engine, so the same logic runs one claim at a time or thousands at once (scheduler.py).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Generator, Sequence
+
+from halucheck.debate.agents import AgentCall
+from halucheck.errors import ConfigError
+from halucheck.records import Claim, Evidence, State, Turn, Verdict
+
+# Policy -> (next state when R is True, next state when R is False). Paper Table 4; default True->Skeptic.
+POLICIES: dict[str, tuple[State, State]] = {
+    "true-skeptic": ("S2", "S1"),
+    "true-trust": ("S1", "S2"),
+    "always-trust": ("S1", "S1"),
+    "always-skeptic": ("S2", "S2"),
+}
+ORDER: dict[State, tuple[str, str, str]] = {
+    "S1": ("trust", "skeptic", "leader"),
+    "S2": ("skeptic", "trust", "leader"),
+}
+
+
+@dataclass(frozen=True)
+class DebateConfig:
+    """``min_rounds``/``max_rounds`` count states after S0; ``max_rounds=0`` is the initial agent alone."""
+
+    policy: str = "true-skeptic"
+    min_rounds: int = 2
+    max_rounds: int = 4
+
+    def __post_init__(self) -> None:
+        if self.policy not in POLICIES:
+            raise ConfigError(f"unknown policy {self.policy!r}; choose one of: {', '.join(POLICIES)}")
+        if not 0 <= self.min_rounds <= self.max_rounds:
+            raise ConfigError(
+                f"need 0 <= min_rounds <= max_rounds, got min_rounds={self.min_rounds}, "
+                f"max_rounds={self.max_rounds}; raise --max-rounds or lower --min-rounds"
+            )
+
+
+def next_state(policy: str, result: bool) -> State:
+    """The transition: the next state given the previous state's result R."""
+    on_true, on_false = POLICIES[policy]
+    return on_true if result else on_false
+
+
+def debate(claim: Claim, evidence: Sequence[Evidence], cfg: DebateConfig = DebateConfig(),
+           ) -> Generator[AgentCall, Turn, Verdict]:
+    """Run one claim's debate; yields AgentCalls, receives Turns, returns the Verdict."""
+    chain: list[Turn] = [(yield AgentCall("initial", "S0"))]
+    result = last_valid(chain)
+    rounds, consensus = 0, False
+    while rounds < cfg.max_rounds:
+        state = next_state(cfg.policy, bool(result.factuality) if result else True)
+        turns: list[Turn] = []
+        for role in ORDER[state]:
+            if role == "leader":  # the Leader reads both agents of this state, in the order they spoke
+                previous = tuple(t for t in turns if t.ok)
+            else:  # Trust and Skeptic read the agent just before them (the last valid one)
+                prev = last_valid(chain + turns)
+                previous = (prev,) if prev else ()
+            turns.append((yield AgentCall(role, state, previous)))
+        chain += turns
+        rounds += 1
+        result = last_valid(turns) or result
+        consensus = all(t.ok for t in turns) and len({t.factuality for t in turns}) == 1
+        if consensus and rounds >= cfg.min_rounds:
+            break
+    return make_verdict(chain, rounds, consensus)
+
+
+def last_valid(turns: Sequence[Turn]) -> Turn | None:
+    return next((t for t in reversed(turns) if t.ok), None)
+
+
+def make_verdict(chain: list[Turn], rounds: int, consensus: bool) -> Verdict:
+    """Final verdict = the last Leader's (the last valid turn if no Leader answered validly).
+
+    Confidence = the share of valid turns in the chain that agree with the final factuality: 1.0 when
+    every agent agreed throughout, lower the more the debate was split.
+    """
+    leaders = [t for t in chain if t.ok and t.role == "leader"]
+    final = leaders[-1] if leaders else last_valid(chain)
+    if final is None:
+        errors = {t.error for t in chain if t.error}
+        return Verdict(None, None, 0.0, chain, rounds, False,
+                       error="no agent gave a valid reply: " + "; ".join(sorted(errors))[:500])
+    valid = [t for t in chain if t.ok]
+    agree = sum(t.factuality == final.factuality for t in valid)
+    return Verdict(final.factuality, final.error_severity, agree / len(valid), chain, rounds, consensus)

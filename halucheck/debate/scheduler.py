@@ -1,0 +1,204 @@
+"""Drive many claim debates at once, handing the engines full batches.
+
+Each debate is sequential (one agent after another), so throughput comes from keeping many debates in
+flight. Two ways to drive them, chosen from the engines serving the roles:
+
+* batch engines (``transformers``, ``vllm-local``, ``fake``): lock-step — every in-flight debate has exactly
+  one ready call; all ready calls for an engine go to it as one batch, then every debate advances.
+* server engines (``vllm``: ``engine.streaming`` is True): each call is its own HTTP request, up to the
+  engine's concurrency bound; the moment one returns, its debate's next call is sent (continuous
+  batching on the server does the rest), and a debate that ends frees its slot at once.
+
+Identical claims (same statement and evidence) are debated once and share the verdict.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+import time
+from collections import defaultdict, deque
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from dataclasses import dataclass, field
+from typing import Callable, Generator, Sequence
+
+from halucheck.debate.agents import AgentCall, Agents, turn_from_result
+from halucheck.debate.rounds import DebateConfig, debate
+from halucheck.records import Claim, Evidence, Turn, Verdict
+
+
+@dataclass(frozen=True)
+class DebateJob:
+    """One claim to debate with its evidence."""
+
+    claim: Claim
+    evidence: Sequence[Evidence] = ()
+
+    def key(self) -> str:
+        payload = json.dumps([self.claim.statement, [e.text for e in self.evidence]], ensure_ascii=False)
+        return hashlib.sha256(payload.encode()).hexdigest()
+
+
+@dataclass
+class RunStats:
+    """Accounting for one scheduler run."""
+
+    claims: int = 0
+    debates: int = 0  # after dedupe
+    llm_calls: int = 0
+    steps: int = 0
+    batch_sizes: list[int] = field(default_factory=list)
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cached_tokens: int = 0
+    wall_s: float = 0.0
+
+    def to_dict(self) -> dict:
+        d = {k: v for k, v in self.__dict__.items() if k != "batch_sizes"}
+        d["mean_batch"] = round(sum(self.batch_sizes) / len(self.batch_sizes), 2) if self.batch_sizes else 0
+        return d
+
+
+class _Debate:
+    """One in-flight debate: its generator and the call it is waiting on."""
+
+    def __init__(self, slot: int, job: DebateJob, cfg: DebateConfig) -> None:
+        self.slot, self.job = slot, job
+        self.gen: Generator[AgentCall, Turn, Verdict] = debate(job.claim, job.evidence, cfg)
+        self.call: AgentCall | None = next(self.gen)
+        self.verdict: Verdict | None = None
+
+    def advance(self, turn: Turn) -> None:
+        try:
+            self.call = self.gen.send(turn)
+        except StopIteration as stop:
+            self.call, self.verdict = None, stop.value
+
+
+class Scheduler:
+    """Runs debates for many claims concurrently through ``agents``' engines.
+
+    ``max_in_flight`` bounds the debates in flight (default: the largest engine ``max_batch``).
+    ``on_verdict(index, verdict)`` is called as each claim finishes (for stores and progress bars).
+    """
+
+    def __init__(self, agents: Agents, cfg: DebateConfig = DebateConfig(), max_in_flight: int | None = None,
+                 on_verdict: Callable[[int, Verdict], None] | None = None) -> None:
+        self.agents, self.cfg = agents, cfg
+        self.max_in_flight = max_in_flight
+        self.on_verdict = on_verdict
+        self.stats = RunStats()
+
+    def run(self, jobs: Sequence[DebateJob]) -> list[Verdict]:
+        t0 = time.perf_counter()
+        jobs = list(jobs)
+        self.stats = RunStats(claims=len(jobs))
+        first: dict[str, int] = {}  # dedupe: key -> first index with that key
+        twins: dict[int, list[int]] = defaultdict(list)
+        unique: list[int] = []
+        for i, job in enumerate(jobs):
+            k = job.key()
+            if k in first:
+                twins[first[k]].append(i)
+            else:
+                first[k] = i
+                unique.append(i)
+        self.stats.debates = len(unique)
+        verdicts: list[Verdict | None] = [None] * len(jobs)
+
+        def finish(d: _Debate) -> None:
+            for i in [d.slot, *twins.get(d.slot, [])]:
+                verdicts[i] = d.verdict if i == d.slot else copy.deepcopy(d.verdict)
+                if self.on_verdict:
+                    self.on_verdict(i, verdicts[i])
+
+        engines = {self.agents.engine_for(r) for r in ("initial", "trust", "skeptic", "leader")}
+        limit = self.max_in_flight or max(e.max_batch for e in engines)
+        queue = deque(unique)
+        if all(getattr(e, "streaming", False) for e in engines):
+            self._run_streaming(jobs, queue, limit, finish)
+        else:
+            self._run_lockstep(jobs, queue, limit, finish)
+        self.stats.wall_s = time.perf_counter() - t0
+        return verdicts  # type: ignore[return-value]
+
+    def _start(self, jobs, queue: deque, active: dict, limit: int) -> None:
+        while queue and len(active) < limit:
+            i = queue.popleft()
+            active[i] = _Debate(i, jobs[i], self.cfg)
+
+    def _record(self, d: _Debate, result) -> Turn:
+        turn = turn_from_result(d.call, result)
+        self.stats.llm_calls += result.attempts
+        self.stats.prompt_tokens += result.prompt_tokens
+        self.stats.completion_tokens += result.completion_tokens
+        self.stats.cached_tokens += result.cached_tokens
+        return turn
+
+    def _run_lockstep(self, jobs, queue: deque, limit: int, finish) -> None:
+        active: dict[int, _Debate] = {}
+        self._start(jobs, queue, active, limit)
+        while active:
+            by_engine = defaultdict(list)
+            for d in active.values():
+                by_engine[self.agents.engine_for(d.call.role)].append(d)
+            for engine, group in by_engine.items():
+                requests = [self.agents.request(d.job.claim, d.job.evidence, d.call) for d in group]
+                self.stats.steps += 1
+                self.stats.batch_sizes.append(len(requests))
+                for d, result in zip(group, engine.generate(requests)):
+                    d.advance(self._record(d, result))
+                    if d.call is None:
+                        del active[d.slot]
+                        finish(d)
+            self._start(jobs, queue, active, limit)
+
+    def _run_streaming(self, jobs, queue: deque, limit: int, finish) -> None:
+        active: dict[int, _Debate] = {}
+        running: dict[Future, _Debate] = {}
+        with ThreadPoolExecutor(max_workers=limit) as pool:
+
+            def submit(d: _Debate) -> None:
+                engine = self.agents.engine_for(d.call.role)
+                request = self.agents.request(d.job.claim, d.job.evidence, d.call)
+                running[pool.submit(lambda: engine.generate([request])[0])] = d
+
+            self._start(jobs, queue, active, limit)
+            for d in active.values():
+                submit(d)
+            while running:
+                done, _ = wait(list(running), return_when=FIRST_COMPLETED)
+                for fut in done:
+                    d = running.pop(fut)
+                    self.stats.steps += 1
+                    self.stats.batch_sizes.append(1)
+                    d.advance(self._record(d, fut.result()))
+                    if d.call is None:
+                        del active[d.slot]
+                        finish(d)
+                        before = set(active)
+                        self._start(jobs, queue, active, limit)
+                        for i in set(active) - before:
+                            submit(active[i])
+                    else:
+                        submit(d)
+
+
+def run_sequential(jobs: Sequence[DebateJob], agents: Agents, cfg: DebateConfig = DebateConfig()) -> list[Verdict]:
+    """The naive loop: one claim at a time, one call at a time (the reference for the scheduler)."""
+    verdicts = []
+    for job in jobs:
+        d = _Debate(0, job, cfg)
+        while d.call is not None:
+            engine = agents.engine_for(d.call.role)
+            result = engine.generate([agents.request(job.claim, job.evidence, d.call)])[0]
+            d.advance(turn_from_result(d.call, result))
+        verdicts.append(d.verdict)
+    return verdicts
+
+
+def check_claim(claim: Claim, evidence: Sequence[Evidence], agents: Agents,
+                cfg: DebateConfig = DebateConfig()) -> Verdict:
+    """Verify a single claim (what `halucheck check` does)."""
+    return run_sequential([DebateJob(claim, tuple(evidence))], agents, cfg)[0]

@@ -1,0 +1,376 @@
+"""Loaders for the labeled evaluation sets in ``../shared/datasets/``, as one record type.
+
+Every loader yields :class:`EvalItem` records with ``label=True`` meaning *hallucinated / not
+factual*, whatever the source file's own convention. ``load(name, split=...)`` applies the
+dev/test rule of ``datasets/SPLITS.md``: a record's 0-based position in its file, ``position % 5 == 4``
+is test, every other position is dev; where a file lists responses, a response and all of its claims
+share the response's position, so they always land in the same split.
+
+Per set (name: source file, unit, evidence, label mapping):
+
+- ``factool-qa``: ``factool/knowledge_qa.jsonl``, one item per human-extracted claim (233);
+  closed-book (no evidence shipped); claim ``label: false`` -> hallucinated. Split and group by
+  response position.
+- ``factool-qa-response``: same file, one item per response (50); closed-book; response
+  ``label: false`` -> hallucinated.
+- ``factcheck-gpt``: ``factcheck-gpt/subtasks/subtask4_claim_factuality.jsonl`` (661 claims); evidence
+  = the claim's own 5 retrieved passages from ``subtask3_claim_evidence_stance.jsonl`` (joined on the
+  claim text, file order). ``false`` -> hallucinated, ``true`` -> not; the 30 ``not_enough_evidence``
+  claims are **excluded** (the annotators could not decide, so there is no gold answer to score).
+  The claims are listed response by response; each is mapped to its response in
+  ``factcheck-GPT-benchmark.jsonl`` and split/grouped by that response's position, so claims of one
+  response never straddle dev and test.
+- ``wice``: ``wice/claim_test.jsonl`` (358 claims); evidence = the cited article's sentences;
+  ``supported`` -> not hallucinated, ``partially_supported`` and ``not_supported`` -> hallucinated
+  (as LLM-AggreFact does: any part of the claim not backed by the source is unsupported). The
+  3-way label is kept in ``meta["label3"]``.
+- ``halueval-qa``: ``halueval/qa_data_first1000.json`` (1,000 rows, the prefix of the official
+  ``qa_data.json``); each row yields two items, the right answer (not hallucinated) and the
+  hallucinated answer, both with the row's ``knowledge`` as the single evidence passage. The claim is
+  ``"<question> <answer>"``. ``meta["answer_words"]`` feeds the length-controlled metrics.
+- ``halueval-qa-cleaned``: the same construction on ``halueval/qa_data_cleaned_en_5586.jsonl``, a
+  third-party subset with doubtful hallucinated answers removed; report it apart from HaluEval.
+- ``halueval-general``: ``halueval/general_data.json`` (4,507 responses); closed-book;
+  ``hallucination: "yes"`` -> hallucinated. The claim is the whole response.
+- ``halueval2``: ``halueval2/human_annotation/<Domain>.json`` (5 domains, files read in alphabetical
+  order, positions counted per file); one item per human-judged fact; closed-book;
+  ``"false"`` -> hallucinated, ``"true"`` -> not; facts without a judgement (``human_judge`` shorter
+  than ``chatgpt_fact``) or with any other value are dropped.
+- ``truthfulqa``: ``truthfulqa/TruthfulQA.csv`` (817 questions, position = data row after the
+  header); each ``Correct Answers`` entry -> not hallucinated, each ``Incorrect Answers`` entry ->
+  hallucinated; closed-book (only a source URL is shipped, kept in ``meta``). Claim = question + answer.
+
+The dataset folder is ``$HALUCHECK_DATASETS`` if set, else the first ``shared/datasets`` folder found
+walking up from the current directory and from this package's location.
+"""
+
+from __future__ import annotations
+
+import ast
+import csv
+import json
+import os
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from halucheck.errors import InputError
+
+ENV_VAR = "HALUCHECK_DATASETS"
+SPLITS = ("dev", "test", "all")
+
+
+@dataclass
+class EvalItem:
+    """One labeled example: the text to verify, its gold label and where it came from.
+
+    ``id`` is stable across runs (``"<dataset>:<position>[:<sub-index>]"``); ``group`` names the
+    response (or source record) it belongs to, so bootstrap resampling and the split keep claims of
+    one response together. ``label`` is True when the text is hallucinated / not factual.
+    """
+
+    id: str
+    dataset: str
+    claim: str
+    label: bool
+    group: str
+    position: int
+    question: str | None = None
+    answer: str | None = None
+    response: str | None = None
+    evidence: list[str] = field(default_factory=list)
+    meta: dict = field(default_factory=dict)
+
+    @property
+    def split(self) -> str:
+        """``"test"`` or ``"dev"`` by the SPLITS.md rule on the record's position."""
+        return split_of(self.position)
+
+
+def split_of(position: int) -> str:
+    """The SPLITS.md rule: 0-based position % 5 == 4 -> test, else dev."""
+    return "test" if position % 5 == 4 else "dev"
+
+
+# ---------------------------------------------------------------- locating the data
+
+
+def _candidates() -> Iterator[Path]:
+    seen: set[Path] = set()
+    for start in (Path.cwd(), Path(__file__).resolve().parent):
+        for d in (start, *start.parents):
+            if d not in seen:
+                seen.add(d)
+                yield d / "shared" / "datasets"
+
+
+def dataset_root(root: str | os.PathLike | None = None) -> Path:
+    """The folder holding the dataset sub-folders (``factool/``, ``wice/``, ...).
+
+    Order: the ``root`` argument, ``$HALUCHECK_DATASETS``, then the first ``shared/datasets`` found
+    walking up from the working directory and from the installed package.
+    Raises :class:`InputError` when none exists.
+    """
+    explicit = root if root is not None else os.environ.get(ENV_VAR)
+    if explicit:
+        p = Path(explicit).expanduser()
+        if not p.is_dir():
+            raise InputError(f"dataset folder {p} does not exist; set ${ENV_VAR} to the folder holding factool/, wice/, halueval/, ...")
+        return p
+    for p in _candidates():
+        if p.is_dir():
+            return p
+    raise InputError(
+        f"dataset folder not found: no shared/datasets above {Path.cwd()}; set ${ENV_VAR} to the folder holding factool/, wice/, halueval/, ..."
+    )
+
+
+def _folder(root: Path, sub: str) -> Path:
+    p = root / sub
+    if not p.is_dir():
+        raise InputError(f"dataset folder {p} is missing; copy it there or set ${ENV_VAR} to a folder that has {sub}/")
+    return p
+
+
+def _jsonl(path: Path) -> list[dict]:
+    with open(path, encoding="utf-8") as fh:
+        return [json.loads(line) for line in fh if line.strip()]
+
+
+def _maybe_literal(value):
+    # Some upstream files store lists/dicts as Python-repr strings.
+    if isinstance(value, str):
+        try:
+            return ast.literal_eval(value)
+        except (ValueError, SyntaxError):
+            return value
+    return value
+
+
+def _words(text: str) -> int:
+    return len(text.split())
+
+
+# ---------------------------------------------------------------- loaders
+# Each loader yields every item of its set in file order; load() applies the split.
+
+
+def _factool_claims(root: Path) -> Iterator[EvalItem]:
+    for pos, r in enumerate(_jsonl(_folder(root, "factool") / "knowledge_qa.jsonl")):
+        for j, c in enumerate(_maybe_literal(r["claims"])):
+            if not isinstance(c.get("label"), bool):
+                continue  # unlabelled claim ("null" in other FacTool files)
+            yield EvalItem(
+                id=f"factool-qa:{pos}:{j}",
+                dataset="factool-qa",
+                claim=c["claim"],
+                label=not c["label"],
+                group=f"factool-qa:{pos}",
+                position=pos,
+                question=r["prompt"],
+                response=r["response"],
+                meta={"response_label": not r["label"]},
+            )
+
+
+def _factool_responses(root: Path) -> Iterator[EvalItem]:
+    for pos, r in enumerate(_jsonl(_folder(root, "factool") / "knowledge_qa.jsonl")):
+        claims = _maybe_literal(r["claims"])
+        yield EvalItem(
+            id=f"factool-qa-response:{pos}",
+            dataset="factool-qa-response",
+            claim=r["response"],
+            label=not r["label"],
+            group=f"factool-qa-response:{pos}",
+            position=pos,
+            question=r["prompt"],
+            response=r["response"],
+            meta={"claims": [c["claim"] for c in claims], "claim_labels": [c["label"] for c in claims]},
+        )
+
+
+def _factcheck_response_positions(folder: Path) -> dict[str, int]:
+    """Claim text -> 0-based position of its response in factcheck-GPT-benchmark.jsonl."""
+    out: dict[str, int] = {}
+    for pos, r in enumerate(_jsonl(folder / "factcheck-GPT-benchmark.jsonl")):
+        for sent in r["sentences"].values():
+            claims = _maybe_literal(sent.get("claims", []))
+            if isinstance(claims, list):
+                for c in claims:
+                    out.setdefault(c.strip(), pos)
+    return out
+
+
+def _factcheck_gpt(root: Path) -> Iterator[EvalItem]:
+    folder = _folder(root, "factcheck-gpt")
+    passages: dict[str, list[dict]] = {}
+    for r in _jsonl(folder / "subtasks" / "subtask3_claim_evidence_stance.jsonl"):
+        passages.setdefault(r["claim"], []).append(r)
+    response_pos = _factcheck_response_positions(folder)
+    last = 0
+    for j, r in enumerate(_jsonl(folder / "subtasks" / "subtask4_claim_factuality.jsonl")):
+        # Claims are listed response by response; an unmatched claim (none today) stays with the
+        # previous claim's response rather than getting a split of its own.
+        pos = response_pos.get(r["claim"].strip(), last)
+        last = pos
+        if r["label"] not in ("true", "false"):
+            continue  # not_enough_evidence: no gold answer, excluded
+        ev = passages.get(r["claim"], [])
+        yield EvalItem(
+            id=f"factcheck-gpt:{j}",
+            dataset="factcheck-gpt",
+            claim=r["claim"],
+            label=r["label"] == "false",
+            group=f"factcheck-gpt:r{pos}",
+            position=pos,
+            evidence=[p["evidence"] for p in ev],
+            meta={"line": j, "stances": [p["stance"] for p in ev], "revised_claim": r.get("revised_claim")},
+        )
+
+
+def _wice(root: Path) -> Iterator[EvalItem]:
+    for pos, r in enumerate(_jsonl(_folder(root, "wice") / "claim_test.jsonl")):
+        meta = _maybe_literal(r.get("meta", {}))
+        meta = meta if isinstance(meta, dict) else {}
+        yield EvalItem(
+            id=f"wice:{pos}",
+            dataset="wice",
+            claim=r["claim"],
+            label=r["label"] != "supported",
+            group=f"wice:{pos}",
+            position=pos,
+            evidence=list(_maybe_literal(r["evidence"])),
+            meta={
+                "label3": r["label"],
+                "supporting_sentences": _maybe_literal(r.get("supporting_sentences", "[]")),
+                "wice_id": meta.get("id"),
+                "title": meta.get("claim_title"),
+                "context": meta.get("claim_context"),
+            },
+        )
+
+
+def _halueval_qa(file: str, name: str) -> Callable[[Path], Iterator[EvalItem]]:
+    def loader(root: Path) -> Iterator[EvalItem]:
+        for pos, r in enumerate(_jsonl(_folder(root, "halueval") / file)):
+            for kind, answer, label in (("right", r["right_answer"], False), ("hallucinated", r["hallucinated_answer"], True)):
+                yield EvalItem(
+                    id=f"{name}:{pos}:{kind}",
+                    dataset=name,
+                    claim=f"{r['question']} {answer}",
+                    label=label,
+                    group=f"{name}:{pos}",
+                    position=pos,
+                    question=r["question"],
+                    answer=answer,
+                    evidence=[r["knowledge"]],
+                    meta={"answer_words": _words(answer), "answer_chars": len(answer), "kind": kind},
+                )
+
+    return loader
+
+
+def _halueval_general(root: Path) -> Iterator[EvalItem]:
+    for pos, r in enumerate(_jsonl(_folder(root, "halueval") / "general_data.json")):
+        yield EvalItem(
+            id=f"halueval-general:{pos}",
+            dataset="halueval-general",
+            claim=r["chatgpt_response"],
+            label=r["hallucination"] == "yes",
+            group=f"halueval-general:{pos}",
+            position=pos,
+            question=r["user_query"],
+            response=r["chatgpt_response"],
+            meta={"source_id": r["ID"], "hallucination_spans": r.get("hallucination_spans", [])},
+        )
+
+
+def _halueval2(root: Path) -> Iterator[EvalItem]:
+    folder = _folder(root, "halueval2") / "human_annotation"
+    if not folder.is_dir():
+        raise InputError(f"dataset folder {folder} is missing; set ${ENV_VAR} to a folder that has halueval2/human_annotation/")
+    for path in sorted(folder.glob("*.json")):
+        domain = path.stem
+        with open(path, encoding="utf-8") as fh:
+            records = json.load(fh)
+        for pos, r in enumerate(records):
+            facts = _maybe_literal(r["chatgpt_fact"])
+            judge = _maybe_literal(r["human_judge"])
+            for j, (fact, verdict) in enumerate(zip(facts, judge)):  # zip drops unjudged tail facts
+                if verdict not in ("true", "false"):
+                    continue
+                yield EvalItem(
+                    id=f"halueval2:{domain}:{pos}:{j}",
+                    dataset="halueval2",
+                    claim=fact,
+                    label=verdict == "false",
+                    group=f"halueval2:{domain}:{pos}",
+                    position=pos,
+                    question=r["user_query"],
+                    response=r["chatgpt_response"],
+                    meta={"domain": domain, "source_id": r["id"]},
+                )
+
+
+def _split_answers(text: str) -> list[str]:
+    return [a.strip() for a in (text or "").split(";") if a.strip()]
+
+
+def _truthfulqa(root: Path) -> Iterator[EvalItem]:
+    with open(_folder(root, "truthfulqa") / "TruthfulQA.csv", encoding="utf-8", newline="") as fh:
+        for pos, r in enumerate(csv.DictReader(fh)):
+            q = r["Question"]
+            answers = [(a, False) for a in _split_answers(r["Correct Answers"])]
+            answers += [(a, True) for a in _split_answers(r["Incorrect Answers"])]
+            for j, (a, label) in enumerate(answers):
+                yield EvalItem(
+                    id=f"truthfulqa:{pos}:{j}",
+                    dataset="truthfulqa",
+                    claim=f"{q} {a}",
+                    label=label,
+                    group=f"truthfulqa:{pos}",
+                    position=pos,
+                    question=q,
+                    answer=a,
+                    meta={"type": r["Type"], "category": r["Category"], "source": r["Source"], "best": a == r["Best Answer"]},
+                )
+
+
+DATASETS: dict[str, Callable[[Path], Iterator[EvalItem]]] = {
+    "factool-qa": _factool_claims,
+    "factool-qa-response": _factool_responses,
+    "factcheck-gpt": _factcheck_gpt,
+    "wice": _wice,
+    "halueval-qa": _halueval_qa("qa_data_first1000.json", "halueval-qa"),
+    "halueval-qa-cleaned": _halueval_qa("qa_data_cleaned_en_5586.jsonl", "halueval-qa-cleaned"),
+    "halueval-general": _halueval_general,
+    "halueval2": _halueval2,
+    "truthfulqa": _truthfulqa,
+}
+"""Dataset name -> loader yielding every item of the set in file order (no split applied)."""
+
+GROUNDED = frozenset({"factcheck-gpt", "wice", "halueval-qa", "halueval-qa-cleaned"})
+"""Sets whose items carry their own evidence; the others are closed-book."""
+
+
+def load(name: str, split: str = "dev", limit: int | None = None, root: str | os.PathLike | None = None) -> list[EvalItem]:
+    """Load one dataset's items for ``split`` (``"dev"``, ``"test"`` or ``"all"``), in file order.
+
+    ``limit`` keeps the first ``limit`` items after the split is applied. Raises :class:`InputError`
+    for an unknown name or split, or when the dataset folder is missing.
+    """
+    if name not in DATASETS:
+        raise InputError(f"unknown dataset {name!r}; available: {', '.join(DATASETS)}")
+    if split not in SPLITS:
+        raise InputError(f"unknown split {split!r}; use one of: {', '.join(SPLITS)}")
+    items: list[EvalItem] = []
+    for item in DATASETS[name](dataset_root(root)):
+        if split != "all" and item.split != split:
+            continue
+        items.append(item)
+        if limit is not None and len(items) >= limit:
+            break
+    return items
+
+
+__all__ = ["DATASETS", "ENV_VAR", "GROUNDED", "EvalItem", "SPLITS", "dataset_root", "load", "split_of"]
