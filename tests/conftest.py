@@ -1,0 +1,18 @@
+import os
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+DATASETS = Path(os.environ.get("HALUCHECK_DATASETS", REPO.parent / "shared" / "datasets"))
+
+
+@pytest.fixture(autouse=True)
+def _isolated_env(monkeypatch, tmp_path_factory):
+    """Keep tests away from the user's config and environment; share one model cache per session."""
+    for var in ("HALUCHECK_PROFILE", "HALUCHECK_CONFIG"):
+        monkeypatch.delenv(var, raising=False)
+    if "HALUCHECK_HOME" not in os.environ:
+        # converted weights are reused across tests; everything else goes to tmp dirs
+        monkeypatch.setenv("HALUCHECK_HOME", str(Path.home() / ".cache" / "halucheck"))
+    yield

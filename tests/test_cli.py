@@ -1,0 +1,108 @@
+"""`halucheck check` end to end with the fake engine, and its one-line errors."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+from typer.testing import CliRunner
+
+from halucheck.cli import app
+
+runner = CliRunner()
+
+CONFIG = """
+default_profile: fake
+profiles:
+  fake:
+    engine: fake
+    reply: {factuality: false, error_severity: 4, opinion: "Paris, not Berlin."}
+  down:
+    engine: vllm
+    model: m
+    base_url: http://127.0.0.1:9/v1
+    timeout_s: 2
+    max_attempts: 1
+"""
+
+
+@pytest.fixture
+def config(tmp_path):
+    p = tmp_path / "models.yaml"
+    p.write_text(CONFIG)
+    return p
+
+
+def invoke(*args):
+    return runner.invoke(app, [str(a) for a in args])
+
+
+def test_check_json_contract(config):
+    r = invoke("check", "The Eiffel Tower is in Berlin.", "--evidence", "The Eiffel Tower is in Paris.",
+               "--config", config, "--json")
+    assert r.exit_code == 0, r.output
+    out = json.loads(r.stdout)
+    assert out["factuality"] is False and out["error_severity"] == 4 and 0 <= out["confidence"] <= 1
+    chain = out["chain"]
+    assert chain[0]["state"] == "S0" and chain[0]["role"] == "initial"
+    assert all(set(t) >= {"state", "role", "opinion", "factuality", "error_severity"} for t in chain)
+    assert {t["state"] for t in chain[1:]} <= {"S1", "S2"}
+    assert chain[-1]["role"] == "leader"
+
+
+def test_check_options_reach_the_debate(config):
+    r = invoke("check", "c", "-e", "ev", "--config", config, "--json", "--min-rounds", "1", "--max-rounds", "1",
+               "--policy", "always-skeptic")
+    chain = json.loads(r.stdout)["chain"]
+    assert [t["state"] for t in chain] == ["S0", "S2", "S2", "S2"]
+
+
+def test_check_text_output(config):
+    r = invoke("check", "The Eiffel Tower is in Berlin.", "-e", "In Paris.", "--config", config)
+    assert r.exit_code == 0
+    assert "NOT FACTUAL" in r.stdout and "severity 4/5" in r.stdout and "Paris, not Berlin." in r.stdout
+
+
+def test_evidence_file_passages(config, tmp_path):
+    f = tmp_path / "ev.txt"
+    f.write_text("First passage.\n\nSecond passage.\n")
+    r = invoke("check", "c", "-f", f, "--config", config, "--json")
+    assert r.exit_code == 0
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["check", "  "], "the claim is empty"),
+        (["check", "c", "--profile", "nope"], "unknown profile 'nope'"),
+        (["check", "c", "--policy", "random"], "unknown policy 'random'"),
+        (["check", "c", "-f", "/nonexistent/ev.txt"], "evidence file /nonexistent/ev.txt does not exist"),
+        (["check", "c", "--profile", "down"], "cannot reach the vLLM server at http://127.0.0.1:9/v1"),
+    ],
+)
+def test_bad_input_is_one_line_error(config, args, message):
+    r = invoke(*args, "--config", config)
+    assert r.exit_code == 1
+    err = r.stderr.strip()
+    assert err.startswith("error: ") and message in err and "\n" not in err and "Traceback" not in err
+
+
+def test_missing_model_package_is_one_line_error(config, tmp_path, monkeypatch):
+    cfg = tmp_path / "m.yaml"
+    cfg.write_text("profiles:\n  q:\n    engine: transformers\n    model: smollm2-135m-instruct\n")
+    from halucheck import weights
+
+    monkeypatch.setattr(weights, "status", lambda name: "not installed", raising=False)
+    monkeypatch.setenv("HALUCHECK_HOME", str(tmp_path / "home"))
+    r = invoke("check", "c", "-e", "e", "--config", cfg)
+    if r.exit_code == 0:
+        pytest.skip("smollm2 is installed on this machine")
+    err = r.stderr.strip()
+    assert r.exit_code == 1 and err.startswith("error: ") and "halucheck models pull" in err and "\n" not in err
+
+
+def test_help_loads_no_heavy_library():
+    code = "import sys; from halucheck.cli import app; import typer.testing as t; t.CliRunner().invoke(app, ['--help']); " \
+           "print(sorted(m for m in ('torch', 'transformers', 'vllm', 'duckdb', 'outlines') if m in sys.modules))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"

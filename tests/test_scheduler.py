@@ -1,0 +1,100 @@
+"""The batched scheduler: same verdicts as the sequential loop, bounded, robust, deduplicating."""
+
+import threading
+import time
+
+import pytest
+
+from halucheck.debate import Agents, DebateConfig, DebateJob, Scheduler, run_sequential
+from halucheck.engines.fake import FakeEngine
+from halucheck.records import Claim, Evidence
+
+
+def deterministic(request):
+    """A reply that depends only on the request: different claims and roles get different verdicts."""
+    content = request.messages[1]["content"]
+    role = request.tag.split(":")[1]
+    h = sum(map(ord, content[:200])) + len(role)
+    fact = (h + len(request.messages[1]["content"].split("[text]:")[1].split("\n")[0])) % 3 != 0
+    return {"opinion": f"{role} {h % 97}", "factuality": fact, "error_severity": 0 if fact else h % 5 + 1}
+
+
+def jobs(n):
+    return [DebateJob(Claim(f"Claim number {i} about item {i * 7 % 13}."), (Evidence(f"Evidence {i % 5}."),))
+            for i in range(n)]
+
+
+def as_dicts(verdicts):
+    return [v.to_dict() for v in verdicts]
+
+
+def test_same_verdicts_as_sequential_loop():
+    cfg = DebateConfig(min_rounds=1, max_rounds=3)
+    seq = run_sequential(jobs(40), Agents(engine=FakeEngine(responder=deterministic)), cfg)
+    engine = FakeEngine(responder=deterministic, max_batch=16)
+    sched = Scheduler(Agents(engine=engine), cfg)
+    batched = sched.run(jobs(40))
+    assert as_dicts(batched) == as_dicts(seq)
+    assert max(engine.batch_sizes) == 16 and sched.stats.llm_calls == sum(len(v.chain) for v in seq)
+    assert sched.stats.to_dict()["mean_batch"] > 8
+    # lock-step batching: far fewer engine steps than calls
+    assert len(engine.batch_sizes) < sched.stats.llm_calls / 8
+
+
+def test_in_flight_bound_is_respected():
+    engine = FakeEngine(responder=deterministic, max_batch=64)
+    Scheduler(Agents(engine=engine), DebateConfig(), max_in_flight=5).run(jobs(30))
+    assert max(engine.batch_sizes) == 5
+
+
+def test_engine_error_in_one_debate_does_not_stall_the_others():
+    def flaky(request):
+        if "Claim number 3 " in request.messages[1]["content"]:
+            return RuntimeError("CUDA out of memory")
+        return deterministic(request)
+
+    verdicts = Scheduler(Agents(engine=FakeEngine(responder=flaky, max_batch=8)), DebateConfig()).run(jobs(12))
+    assert verdicts[3].factuality is None and "CUDA out of memory" in verdicts[3].error
+    assert all(v.factuality is not None for i, v in enumerate(verdicts) if i != 3)
+
+
+def test_identical_claims_are_debated_once():
+    same = jobs(3) * 4  # 12 jobs, 3 distinct
+    engine = FakeEngine(responder=deterministic, max_batch=16)
+    seen = []
+    sched = Scheduler(Agents(engine=engine), DebateConfig(), on_verdict=lambda i, v: seen.append(i))
+    verdicts = sched.run(same)
+    assert sched.stats.debates == 3 and sorted(seen) == list(range(12))
+    assert as_dicts(verdicts[:3]) == as_dicts(verdicts[3:6]) == as_dicts(verdicts[9:])
+    assert verdicts[0] is not verdicts[3]
+    assert len(engine.requests) == sum(len(v.chain) for v in verdicts[:3])
+
+
+class FakeServer(FakeEngine):
+    """A streaming engine (like the vLLM server client) that records its peak concurrency."""
+
+    streaming = True
+
+    def __init__(self, **kw):
+        super().__init__(**kw)
+        self.lock, self.now, self.peak = threading.Lock(), 0, 0
+
+    def _complete(self, requests):
+        with self.lock:
+            self.now += 1
+            self.peak = max(self.peak, self.now)
+        time.sleep(0.002)
+        try:
+            return super()._complete(requests)
+        finally:
+            with self.lock:
+                self.now -= 1
+
+
+def test_streaming_engine_same_verdicts_and_bounded_concurrency():
+    cfg = DebateConfig(min_rounds=1, max_rounds=3)
+    seq = run_sequential(jobs(30), Agents(engine=FakeEngine(responder=deterministic)), cfg)
+    server = FakeServer(responder=deterministic, max_batch=6)
+    got = Scheduler(Agents(engine=server), cfg).run(jobs(30))
+    assert as_dicts(got) == as_dicts(seq)
+    assert 1 < server.peak <= 6
