@@ -8,15 +8,12 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from functools import lru_cache
-from importlib import resources
 from typing import TYPE_CHECKING, Sequence
 
-import jinja2
-import yaml
 from pydantic import BaseModel, ConfigDict, Field
 
 from halucheck.engines.base import Request, Result, SamplingParams
+from halucheck.prompts import load as load_prompts
 from halucheck.records import Claim, Evidence, Role, State, Turn
 
 if TYPE_CHECKING:
@@ -38,19 +35,6 @@ AGENT_SCHEMA: dict = AgentReply.model_json_schema()
 LABELS = {"initial": "previous agent", "trust": "Trust agent", "skeptic": "Skeptic agent", "leader": "Leader agent"}
 
 
-@lru_cache(maxsize=None)
-def load_prompts(name: str = "debate") -> dict:
-    """Load a prompt YAML shipped in halucheck/debate/prompts/, templates compiled with StrictUndefined."""
-    text = resources.files("halucheck.debate").joinpath("prompts", f"{name}.yaml").read_text("utf-8")
-    raw = yaml.safe_load(text)
-    env = jinja2.Environment(undefined=jinja2.StrictUndefined, keep_trailing_newline=False)
-
-    def compile_(v):
-        return {k: compile_(x) for k, x in v.items()} if isinstance(v, dict) else env.from_string(v)
-
-    return compile_(raw)
-
-
 @dataclass(frozen=True)
 class AgentCall:
     """A request from the debate for one agent's turn: who speaks, in which state, after whom."""
@@ -63,7 +47,7 @@ class AgentCall:
 def build_messages(claim: Claim, evidence: Sequence[Evidence], call: AgentCall) -> tuple[dict, ...]:
     """Chat messages for one agent turn. The system message and the start of the user message
     (evidence, claim) are identical for every turn about the same claim; the role text comes last."""
-    p = load_prompts()
+    p = load_prompts("debate")
     shared = p["shared"].render(claim=claim.statement, evidence=list(evidence))
     previous = [
         {
