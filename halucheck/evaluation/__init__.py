@@ -1,0 +1,35 @@
+"""Evaluation harness data and metrics: labeled datasets, detection metrics, run directories.
+
+Typical use::
+
+    from halucheck.evaluation import load, write_run, compare
+    items = load("wice", split="dev")
+    preds = [Prediction(prediction=..., score=...) for item in items]   # True = hallucinated
+    write_run("runs/debate-wice", items, preds, RunCost(llm_calls=..., ...), verifier="debate")
+    print(compare(["runs/debate-wice", "runs/nli-wice"]))
+
+Positive = hallucinated everywhere: labels, predictions, and scores (P(hallucinated)).
+"""
+
+from halucheck.evaluation.datasets import DATASETS, GROUNDED, EvalItem, dataset_root, load, split_of
+from halucheck.evaluation.metrics import METRICS, compute_metrics, length_controlled, register_metric
+from halucheck.evaluation.report import Prediction, RunCost, compare, read_predictions, read_run, write_run
+
+__all__ = [
+    "DATASETS",
+    "GROUNDED",
+    "METRICS",
+    "EvalItem",
+    "Prediction",
+    "RunCost",
+    "compare",
+    "compute_metrics",
+    "dataset_root",
+    "length_controlled",
+    "load",
+    "read_predictions",
+    "read_run",
+    "register_metric",
+    "split_of",
+    "write_run",
+]

@@ -1,0 +1,277 @@
+"""Run directories: ``predictions.jsonl`` + ``metrics.json`` per verifier run, and the comparison table.
+
+A run directory holds one verifier's results on one or more datasets of one split:
+
+``predictions.jsonl`` — one JSON object per item, in item order::
+
+    {"id": "wice:17", "dataset": "wice", "group": "wice:17", "label": true,
+     "prediction": false, "score": 0.31}
+
+``label``/``prediction`` are booleans with true = hallucinated, ``score`` is the probability of
+hallucination in [0, 1]. ``prediction``/``score`` are null when the verifier gave no answer (then
+``error`` says why); HaluEval QA items also carry ``answer_words``.
+
+``metrics.json``::
+
+    {"verifier": ..., "split": ..., "cost": {"llm_calls", "prompt_tokens", "completion_tokens",
+     "wall_time_s"}, "bootstrap": {"n_boot", "seed", "ci", "resample"},
+     "results": {"<dataset>": {"n", "n_positive", "n_missing",
+                               "metrics": {"<name>": {"value", "ci_low", "ci_high", "higher_is_better"}},
+                               "length_controlled": {...}}}}   # HaluEval QA sets only
+
+Items without a prediction are left out of the metrics and counted in ``n_missing`` (shown in the
+comparison table), so a verifier that fails often is visible rather than silently penalised or
+flattered. NaN values are written as ``null``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from halucheck.errors import InputError
+from halucheck.evaluation.datasets import EvalItem
+from halucheck.evaluation.metrics import CI, METRICS, N_BOOT, SEED, compute_metrics, length_controlled
+
+PREDICTIONS_FILE = "predictions.jsonl"
+METRICS_FILE = "metrics.json"
+LENGTH_CONTROLLED_SETS = frozenset({"halueval-qa", "halueval-qa-cleaned"})
+
+
+@dataclass
+class Prediction:
+    """A verifier's output for one item: True = hallucinated; ``score`` = P(hallucinated)."""
+
+    prediction: bool | None
+    score: float | None = None
+    error: str | None = None
+
+
+@dataclass
+class RunCost:
+    """What a run spent: LLM calls, tokens and wall-clock seconds."""
+
+    llm_calls: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    wall_time_s: float = 0.0
+
+
+def _prediction(p) -> Prediction:
+    if isinstance(p, Prediction):
+        return p
+    if isinstance(p, Mapping):
+        return Prediction(p.get("prediction"), p.get("score"), p.get("error"))
+    if isinstance(p, (tuple, list)):
+        return Prediction(*p)
+    if isinstance(p, bool) or p is None:
+        return Prediction(p)
+    raise TypeError(f"cannot read a prediction from {p!r}")
+
+
+def _clean(x):
+    """JSON-safe copy: NaN/inf -> None, numpy scalars -> Python numbers."""
+    if isinstance(x, dict):
+        return {k: _clean(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [_clean(v) for v in x]
+    if hasattr(x, "item") and not isinstance(x, (str, bytes)):
+        x = x.item()
+    if isinstance(x, float) and not math.isfinite(x):
+        return None
+    return x
+
+
+def _nan(x):
+    return math.nan if x is None else x
+
+
+def score_predictions(rows: Sequence[Mapping], n_boot: int = N_BOOT, seed: int = SEED, ci: float = CI) -> dict:
+    """Per-dataset metrics from prediction rows (the ``predictions.jsonl`` shape)."""
+    by_ds: dict[str, list[Mapping]] = {}
+    for r in rows:
+        by_ds.setdefault(r["dataset"], []).append(r)
+    results = {}
+    for ds, rs in by_ds.items():
+        done = [r for r in rs if r.get("prediction") is not None]
+        labels = [bool(r["label"]) for r in done]
+        preds = [bool(r["prediction"]) for r in done]
+        # A verifier with no probability gets its hard answer as the score.
+        scores = [float(r["prediction"]) if r.get("score") is None else float(r["score"]) for r in done]
+        groups = [r.get("group") or r["id"] for r in done]
+        res = compute_metrics(labels, preds, scores, groups, n_boot=n_boot, seed=seed, ci=ci)
+        res["n_missing"] = len(rs) - len(done)
+        if ds in LENGTH_CONTROLLED_SETS and done and all("answer_words" in r for r in done):
+            res["length_controlled"] = length_controlled(
+                labels, preds, scores, [r["answer_words"] for r in done], groups, n_boot=n_boot, seed=seed, ci=ci
+            )
+        results[ds] = res
+    return results
+
+
+def write_run(
+    run_dir: str | os.PathLike,
+    items: Sequence[EvalItem],
+    preds: Sequence,
+    cost: RunCost | Mapping | None = None,
+    verifier: str | None = None,
+    split: str | None = None,
+    n_boot: int = N_BOOT,
+    seed: int = SEED,
+    ci: float = CI,
+) -> dict:
+    """Write ``predictions.jsonl`` and ``metrics.json`` into ``run_dir`` and return the metrics dict.
+
+    ``preds`` is aligned with ``items``; each entry is a :class:`Prediction`, a dict with
+    ``prediction``/``score``/``error``, a ``(prediction, score)`` tuple or a bare bool.
+    ``cost`` is a :class:`RunCost` or a dict with the same keys. ``verifier`` defaults to the
+    directory name; ``split`` to the split shared by the items.
+    """
+    if len(items) != len(preds):
+        raise ValueError(f"{len(items)} items but {len(preds)} predictions")
+    run_dir = Path(run_dir)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    rows = []
+    for item, raw in zip(items, preds):
+        p = _prediction(raw)
+        if p.score is not None and not 0.0 <= float(p.score) <= 1.0:
+            raise ValueError(f"{item.id}: score {p.score} is not a probability in [0, 1]")
+        row = {
+            "id": item.id,
+            "dataset": item.dataset,
+            "group": item.group,
+            "label": bool(item.label),
+            "prediction": None if p.prediction is None else bool(p.prediction),
+            "score": None if (p.score is None or p.prediction is None) else float(p.score),
+        }
+        if "answer_words" in item.meta:
+            row["answer_words"] = item.meta["answer_words"]
+        if p.error:
+            row["error"] = p.error
+        rows.append(row)
+    with open(run_dir / PREDICTIONS_FILE, "w", encoding="utf-8") as fh:
+        for row in rows:
+            fh.write(json.dumps(row, ensure_ascii=False) + "\n")
+    if cost is None:
+        cost = RunCost()
+    cost_d = asdict(cost) if isinstance(cost, RunCost) else {**asdict(RunCost()), **dict(cost)}
+    splits = {it.split for it in items}
+    out = {
+        "verifier": verifier or run_dir.resolve().name,
+        "split": split or (splits.pop() if len(splits) == 1 else "all"),
+        "cost": cost_d,
+        "bootstrap": {"n_boot": n_boot, "seed": seed, "ci": ci, "resample": "group"},
+        "results": score_predictions(rows, n_boot=n_boot, seed=seed, ci=ci),
+    }
+    out = _clean(out)
+    with open(run_dir / METRICS_FILE, "w", encoding="utf-8") as fh:
+        json.dump(out, fh, indent=2, ensure_ascii=False, allow_nan=False)
+        fh.write("\n")
+    return out
+
+
+def read_predictions(run_dir: str | os.PathLike) -> list[dict]:
+    """The rows of a run's ``predictions.jsonl``."""
+    path = Path(run_dir) / PREDICTIONS_FILE
+    if not path.is_file():
+        raise InputError(f"{path} not found; is {run_dir} a run directory written by halucheck eval?")
+    with open(path, encoding="utf-8") as fh:
+        return [json.loads(line) for line in fh if line.strip()]
+
+
+def read_run(run_dir: str | os.PathLike) -> dict:
+    """A run's ``metrics.json``; raises :class:`InputError` when the directory has none."""
+    path = Path(run_dir) / METRICS_FILE
+    if not path.is_file():
+        raise InputError(f"{path} not found; is {run_dir} a run directory written by halucheck eval?")
+    with open(path, encoding="utf-8") as fh:
+        return json.load(fh)
+
+
+def _fmt(v, digits: int = 3) -> str:
+    v = _nan(v)
+    return "–" if isinstance(v, float) and math.isnan(v) else f"{v:.{digits}f}"
+
+
+def _cell(m: Mapping | None, bold: bool = False) -> str:
+    if not m:
+        return "–"
+    val = _fmt(m.get("value"))
+    if bold:
+        val = f"**{val}**"
+    lo, hi = _nan(m.get("ci_low")), _nan(m.get("ci_high"))
+    if math.isnan(lo) or math.isnan(hi):
+        return val
+    return f"{val} [{_fmt(lo)}, {_fmt(hi)}]"
+
+
+def _best(rows: list[tuple[str, str, dict, dict]], metric: str) -> dict[str, float]:
+    """Best value per dataset for ``metric`` (only where two or more runs share the dataset)."""
+    best: dict[str, list[float]] = {}
+    for _, ds, res, _ in rows:
+        v = _nan(res.get("metrics", {}).get(metric, {}).get("value"))
+        if not math.isnan(v):
+            best.setdefault(ds, []).append(v)
+    hib = METRICS[metric].higher_is_better
+    return {ds: (max(vs) if hib else min(vs)) for ds, vs in best.items() if len(vs) > 1}
+
+
+def compare(dirs: Sequence[str | os.PathLike]) -> str:
+    """One markdown table of runs (verifier × dataset rows) × metrics with 95 % intervals.
+
+    The best value per dataset is bold when several runs share it. Cost columns are per run
+    (repeated on each of its dataset rows). A second table gives the length-controlled view for
+    runs that include HaluEval QA.
+    """
+    rows = []
+    for d in dirs:
+        run = read_run(d)
+        name = run.get("verifier") or Path(d).name
+        for ds, res in run.get("results", {}).items():
+            rows.append((name, ds, res, run))
+    names = list(METRICS)
+    best = {m: _best(rows, m) for m in names}
+    header = ["verifier", "dataset", "split", "n", "missing", *[METRICS[m].label for m in names], "LLM calls", "tokens (prompt/completion)", "wall s"]
+    lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
+    for name, ds, res, run in rows:
+        cells = [name, ds, str(run.get("split", "")), str(res.get("n", "")), str(res.get("n_missing", 0))]
+        for m in names:
+            mm = res.get("metrics", {}).get(m)
+            v = _nan(mm.get("value")) if mm else math.nan
+            cells.append(_cell(mm, bold=ds in best[m] and not math.isnan(v) and math.isclose(v, best[m][ds])))
+        c = run.get("cost", {})
+        cells += [str(c.get("llm_calls", 0)), f"{c.get('prompt_tokens', 0)}/{c.get('completion_tokens', 0)}", _fmt(c.get("wall_time_s", 0.0), 1)]
+        lines.append("| " + " | ".join(cells) + " |")
+    lc_rows = [(n, ds, res["length_controlled"]) for n, ds, res, _ in rows if res.get("length_controlled")]
+    if lc_rows:
+        lines += [
+            "",
+            "Length-controlled view (HaluEval QA): AUROC over hallucinated/correct pairs with the same answer word count; "
+            "answer length alone scores the length-only AUROC.",
+            "",
+            "| verifier | dataset | length-matched AUROC | matched pairs | matched items | length-only AUROC |",
+            "|---|---|---|---|---|---|",
+        ]
+        for n, ds, lc in lc_rows:
+            lines.append(
+                f"| {n} | {ds} | {_cell(lc.get('length_matched_auroc'))} | {lc.get('matched_pairs', 0)} | "
+                f"{lc.get('matched_items', 0)} | {_fmt(lc.get('length_only_auroc'))} |"
+            )
+    return "\n".join(lines) + "\n"
+
+
+__all__ = [
+    "METRICS_FILE",
+    "PREDICTIONS_FILE",
+    "Prediction",
+    "RunCost",
+    "compare",
+    "read_predictions",
+    "read_run",
+    "score_predictions",
+    "write_run",
+]
