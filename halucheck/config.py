@@ -68,6 +68,7 @@ class Settings:
     default_profile: str
     roles: dict[str, str] = field(default_factory=dict)
     source: Path | None = None
+    wrap: Any = None  # optional callable(engine) -> engine, e.g. the run's reply cache
     _engines: dict[str, Any] = field(default_factory=dict, repr=False)
 
     @classmethod
@@ -144,7 +145,8 @@ class Settings:
         if prof.name not in self._engines:
             from halucheck.engines import create_engine
 
-            self._engines[prof.name] = create_engine(prof.engine, model=prof.model, **prof.options)
+            engine = create_engine(prof.engine, model=prof.model, **prof.options)
+            self._engines[prof.name] = self.wrap(engine) if self.wrap else engine
         return self._engines[prof.name]
 
     def sampling_for(self, role: str) -> dict:

@@ -1,0 +1,195 @@
+"""The claim stages before the debate: subjective-sentence removal, claim extraction, search queries.
+
+Every stage is batch-first (a list of inputs -> one engine call with all their requests) with
+JSON-schema-constrained output. A long answer is split into segments of whole sentences (with character
+offsets) so the extractor sees a bounded text and the report can highlight each claim where it came from.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Sequence
+
+from halucheck.engines.base import Request, SamplingParams
+from halucheck.prompts import load as load_prompts
+
+if TYPE_CHECKING:
+    from halucheck.engines.base import Engine
+
+FILTER_SCHEMA = {
+    "type": "object",
+    "properties": {"response": {"type": "string"}},
+    "required": ["response"],
+    "additionalProperties": False,
+}
+EXTRACT_SCHEMA = {
+    "type": "object",
+    "properties": {"claims": {"type": "array", "items": {"type": "string"}, "maxItems": 24}},
+    "required": ["claims"],
+    "additionalProperties": False,
+}
+QUERIES_SCHEMA = {
+    "type": "object",
+    "properties": {"queries": {"type": "array", "items": {"type": "string"}, "minItems": 2, "maxItems": 2}},
+    "required": ["queries"],
+    "additionalProperties": False,
+}
+
+_SENTENCE = re.compile(r"[^.!?\n]+(?:[.!?]+[\"')\]]*|\n|$)")
+_DIALOGUE_HINTS = re.compile(
+    r"\?\s*$|\b(I think|I believe|in my opinion|I'd|I would|you|your|hope|feel free|let me know|glad|sorry|"
+    r"my pleasure|happy to)\b",
+    re.IGNORECASE | re.MULTILINE,
+)
+
+
+@dataclass(frozen=True)
+class Segment:
+    """A span of an answer: whole sentences, with character offsets into the answer."""
+
+    text: str
+    start: int
+    end: int
+
+
+@dataclass
+class StageOutput:
+    """One input's output of a stage; ``error`` is set when the model's reply was unusable."""
+
+    value: object = None
+    error: str | None = None
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    calls: int = 0
+
+
+def sentences(text: str) -> list[Segment]:
+    """Split into sentences, keeping exact offsets (a simple rule-based splitter, no model)."""
+    out = []
+    for m in _SENTENCE.finditer(text):
+        raw = m.group(0)
+        stripped = raw.strip()
+        if stripped:
+            lead = len(raw) - len(raw.lstrip())
+            out.append(Segment(stripped, m.start() + lead, m.start() + lead + len(stripped)))
+    return out
+
+
+def segments(text: str, max_words: int = 80) -> list[Segment]:
+    """Group consecutive sentences into segments of at most ~``max_words`` words (a longer single
+    sentence is split on word boundaries), so every extraction prompt stays bounded in size."""
+    out: list[Segment] = []
+    cur: list[Segment] = []
+    words = 0
+    for s in sentences(text):
+        for piece in _split_long(s, max_words):
+            n = len(piece.text.split())
+            if cur and words + n > max_words:
+                out.append(Segment(text[cur[0].start:cur[-1].end], cur[0].start, cur[-1].end))
+                cur, words = [], 0
+            cur.append(piece)
+            words += n
+    if cur:
+        out.append(Segment(text[cur[0].start:cur[-1].end], cur[0].start, cur[-1].end))
+    return out
+
+
+def _split_long(s: Segment, max_words: int) -> list[Segment]:
+    spans = [m.span() for m in re.finditer(r"\S+", s.text)]
+    if len(spans) <= max_words:
+        return [s]
+    out = []
+    for i in range(0, len(spans), max_words):
+        a, b = spans[i][0], spans[min(i + max_words, len(spans)) - 1][1]
+        out.append(Segment(s.text[a:b], s.start + a, s.start + b))
+    return out
+
+
+def is_short_answer(answer: str, max_words: int = 12) -> bool:
+    """Short QA answers ("Departures.") are verified as one claim: question + answer (paper §4.1.2)."""
+    return len(answer.split()) <= max_words and len(sentences(answer)) <= 1
+
+
+def looks_like_dialogue(answer: str) -> bool:
+    """Chatty answers (questions back, first/second person, pleasantries) get the subjective filter."""
+    return bool(_DIALOGUE_HINTS.search(answer))
+
+
+def locate(claim: str, answer: str, within: Segment | None = None) -> tuple[int, int]:
+    """The sentence of ``answer`` (inside ``within`` if given) sharing most words with ``claim``:
+    where the report highlights it."""
+    words = {w.lower() for w in re.findall(r"\w+", claim) if len(w) > 2}
+    best, best_score = None, -1.0
+    for s in sentences(answer):
+        if within and not (within.start <= s.start and s.end <= within.end):
+            continue
+        sw = {w.lower() for w in re.findall(r"\w+", s.text) if len(w) > 2}
+        score = len(words & sw) / (len(words) or 1)
+        if score > best_score:
+            best, best_score = s, score
+    if best is None:
+        return (within.start, within.end) if within else (0, len(answer))
+    return best.start, best.end
+
+
+def _run(engine: "Engine", stage: str, schema: dict, inputs: Sequence[dict], key: str,
+         sampling: SamplingParams) -> list[StageOutput]:
+    prompts = load_prompts("claims")[stage]
+    requests = [
+        Request(
+            messages=(
+                {"role": "system", "content": prompts["system"].render()},
+                {"role": "user", "content": prompts["user"].render(**inp)},
+            ),
+            schema=schema,
+            sampling=sampling,
+            tag=f"claims:{stage}",
+        )
+        for inp in inputs
+    ]
+    out = []
+    for res in engine.generate(requests):
+        value = res.parsed[key] if res.ok else None
+        out.append(StageOutput(value, res.error, res.prompt_tokens, res.completion_tokens, res.attempts))
+    return out
+
+
+def filter_subjective(engine: "Engine", texts: Sequence[str],
+                      sampling: SamplingParams = SamplingParams(max_tokens=512)) -> list[StageOutput]:
+    """Remove purely subjective sentences (Table 9). The value is the remaining text ('' if none)."""
+    outs = _run(engine, "filter", FILTER_SCHEMA, [{"text": t} for t in texts], "response", sampling)
+    for o, original in zip(outs, texts):
+        if o.error:
+            o.value = original  # keep everything rather than lose facts
+        elif str(o.value).strip().lower() in ("none", "none.", ""):
+            o.value = ""
+    return outs
+
+
+def extract_claims(engine: "Engine", texts: Sequence[str], contexts: Sequence[str] | None = None,
+                   sampling: SamplingParams = SamplingParams(max_tokens=384)) -> list[StageOutput]:
+    """Atomic, self-contained claims (FacTool style) for each text; value is a list of strings."""
+    contexts = contexts or [""] * len(texts)
+    outs = _run(engine, "extract", EXTRACT_SCHEMA,
+                [{"text": t, "context": c} for t, c in zip(texts, contexts)], "claims", sampling)
+    for o in outs:
+        if o.value is not None:
+            seen, clean = set(), []
+            for c in o.value:
+                c = " ".join(c.split())
+                if c and c.lower() not in seen:
+                    seen.add(c.lower())
+                    clean.append(c)
+            o.value = clean
+    return outs
+
+
+def make_queries(engine: "Engine", claims: Sequence[str],
+                 sampling: SamplingParams = SamplingParams(max_tokens=96)) -> list[StageOutput]:
+    """Two search queries per claim (FacTool); on failure the claim itself is the query."""
+    outs = _run(engine, "queries", QUERIES_SCHEMA, [{"claim": c} for c in claims], "queries", sampling)
+    for o, claim in zip(outs, claims):
+        qs = [q.strip() for q in (o.value or []) if q and q.strip()]
+        o.value = list(dict.fromkeys(qs + [claim]))  # the claim text is always searched too
+    return outs

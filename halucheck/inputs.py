@@ -1,0 +1,138 @@
+"""Reading the answers to check: JSONL (one JSON object per line) or CSV with the same columns,
+``id``, ``answer``, and optionally ``question`` and ``context``.
+
+A bad line never stops the run: it is reported with file:line and how to fix it, and the other lines
+are read. Text that is not UTF-8 is decoded with replacement characters and reported.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from halucheck.errors import InputError
+
+MAX_ANSWER_WORDS = 5000
+
+
+@dataclass(frozen=True)
+class Item:
+    """One answer to check. ``line`` is its 1-based line (JSONL) or row (CSV) in the input file."""
+
+    id: str
+    answer: str
+    question: str | None = None
+    context: str | None = None
+    line: int = 0
+
+
+@dataclass(frozen=True)
+class InputProblem:
+    line: int
+    message: str
+    fatal: bool  # True: the line could not be used at all
+
+
+def read_items(path: str | Path) -> tuple[list[Item], list[InputProblem]]:
+    """Read ``path``; returns the usable items and the problems found (each with its line)."""
+    path = Path(path)
+    if not path.exists():
+        raise InputError(f"input file {path} does not exist")
+    if path.is_dir():
+        raise InputError(f"{path} is a folder; pass a .jsonl or .csv file with one answer per line")
+    raw = path.read_bytes()
+    if not raw.strip():
+        raise InputError(f"{path} is empty: nothing to check; it needs one JSON object per line with an \"answer\"")
+    problems: list[InputProblem] = []
+    lines = raw.split(b"\n")
+    texts = []
+    for n, b in enumerate(lines, start=1):
+        try:
+            texts.append(b.decode("utf-8"))
+        except UnicodeDecodeError as exc:
+            texts.append(b.decode("utf-8", errors="replace"))
+            problems.append(InputProblem(n, f"not UTF-8 (byte 0x{b[exc.start]:02x} at column {exc.start + 1}); "
+                                            "undecodable bytes were replaced with U+FFFD", fatal=False))
+    if path.suffix.lower() == ".csv":
+        records = _csv_records("\n".join(texts), problems)
+    else:
+        records = _jsonl_records(texts, problems)
+    items, seen = [], set()
+    for n, rec in records:
+        item = _to_item(n, rec, problems)
+        if item is None:
+            continue
+        if item.id in seen:
+            problems.append(InputProblem(n, f"duplicate id {item.id!r}; ids must be unique (line skipped)", True))
+            continue
+        seen.add(item.id)
+        items.append(item)
+    return items, problems
+
+
+def _jsonl_records(texts: list[str], problems: list[InputProblem]):
+    for n, text in enumerate(texts, start=1):
+        if not text.strip():
+            continue
+        try:
+            rec = json.loads(text)
+        except json.JSONDecodeError as exc:
+            problems.append(InputProblem(n, f"not valid JSON ({exc.msg} at column {exc.colno}); each line must be "
+                                            "one JSON object like {\"id\": \"a1\", \"answer\": \"...\"}", True))
+            continue
+        if not isinstance(rec, dict):
+            problems.append(InputProblem(n, f"expected a JSON object, got {type(rec).__name__}", True))
+            continue
+        yield n, rec
+
+
+def _csv_records(text: str, problems: list[InputProblem]):
+    reader = csv.DictReader(io.StringIO(text))
+    if not reader.fieldnames or "answer" not in reader.fieldnames:
+        raise InputError(f"CSV header must have an 'answer' column (found: {', '.join(reader.fieldnames or [])})")
+    for rec in reader:
+        yield reader.line_num, rec
+
+
+def _to_item(n: int, rec: dict, problems: list[InputProblem]) -> Item | None:
+    answer = rec.get("answer")
+    if answer is None:
+        problems.append(InputProblem(n, "missing the \"answer\" field (line skipped); add the text to check "
+                                        "as \"answer\"", True))
+        return None
+    if not isinstance(answer, str):
+        problems.append(InputProblem(n, f"\"answer\" must be a string, got {type(answer).__name__}", True))
+        return None
+    if not answer.strip():
+        problems.append(InputProblem(n, "\"answer\" is empty (line skipped)", True))
+        return None
+    item_id = rec.get("id")
+    item_id = f"line-{n}" if item_id in (None, "") else str(item_id)
+    words = answer.split()
+    if len(words) > MAX_ANSWER_WORDS:
+        problems.append(InputProblem(
+            n, f"answer {item_id!r} has {len(words):,} words; only the first {MAX_ANSWER_WORDS:,} are checked "
+               "(split long documents into several items to check all of it)", False))
+    question = rec.get("question") or None
+    context = rec.get("context") or None
+    if isinstance(context, list):
+        context = "\n\n".join(str(c) for c in context)
+    return Item(item_id, answer, str(question) if question else None, str(context) if context else None, n)
+
+
+def truncation_point(answer: str, max_words: int = MAX_ANSWER_WORDS) -> int | None:
+    """Character offset where the checked part of an over-long answer ends (None: checked whole)."""
+    count = 0
+    in_word = False
+    for i, ch in enumerate(answer):
+        if ch.isspace():
+            in_word = False
+        elif not in_word:
+            in_word = True
+            count += 1
+            if count > max_words:
+                return i
+    return None
