@@ -258,3 +258,22 @@ def test_splits_partition_and_keep_groups_together(root, name):
     assert {i.group for i in dev}.isdisjoint(i.group for i in test)
     assert all(isinstance(i.label, bool) for i in everything)
     assert load(name, "dev", limit=3, root=root) == dev[:3]
+
+
+def test_corpus_mode(root):
+    _need(root, "factcheck-gpt")
+    _need(root, "halueval")
+    from halucheck.evaluation.datasets import corpus
+
+    passages = corpus("factcheck-gpt", root=root)
+    raw = {r["evidence"] for r in _jsonl(root / "factcheck-gpt" / "subtasks" / "subtask3_claim_evidence_stance.jsonl")}
+    assert set(passages) == raw and len(passages) == len(raw)
+    assert len(corpus("halueval-qa", root=root)) == len({r["knowledge"] for r in _jsonl(root / "halueval" / "qa_data_first1000.json")})
+    with pytest.raises(InputError, match="no evidence"):
+        corpus("truthfulqa", root=root)
+
+
+def test_limit(root):
+    _need(root, "wice")
+    assert load("wice", limit=0, root=root) == []
+    assert [i.id for i in load("wice", "test", limit=2, root=root)] == ["wice:4", "wice:9"]

@@ -11,7 +11,7 @@ Typical use::
 Positive = hallucinated everywhere: labels, predictions, and scores (P(hallucinated)).
 """
 
-from halucheck.evaluation.datasets import DATASETS, GROUNDED, EvalItem, dataset_root, load, split_of
+from halucheck.evaluation.datasets import DATASETS, GROUNDED, EvalItem, corpus, dataset_root, load, split_of
 from halucheck.evaluation.metrics import METRICS, compute_metrics, length_controlled, register_metric
 from halucheck.evaluation.report import Prediction, RunCost, compare, read_predictions, read_run, write_run
 
@@ -24,6 +24,7 @@ __all__ = [
     "RunCost",
     "compare",
     "compute_metrics",
+    "corpus",
     "dataset_root",
     "length_controlled",
     "load",

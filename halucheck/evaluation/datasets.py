@@ -364,6 +364,8 @@ def load(name: str, split: str = "dev", limit: int | None = None, root: str | os
     if split not in SPLITS:
         raise InputError(f"unknown split {split!r}; use one of: {', '.join(SPLITS)}")
     items: list[EvalItem] = []
+    if limit is not None and limit <= 0:
+        return items
     for item in DATASETS[name](dataset_root(root)):
         if split != "all" and item.split != split:
             continue
@@ -373,4 +375,26 @@ def load(name: str, split: str = "dev", limit: int | None = None, root: str | os
     return items
 
 
-__all__ = ["DATASETS", "ENV_VAR", "GROUNDED", "EvalItem", "SPLITS", "dataset_root", "load", "split_of"]
+def corpus(name: str, root: str | os.PathLike | None = None) -> list[str]:
+    """Every distinct evidence passage of a grounded set, in first-seen order, for *corpus* mode.
+
+    Instead of handing each item its own passages, index these as one corpus and let retrieval find
+    them (Factcheck-GPT: the 2,386 distinct passages of the 3,305 claim-passage pairs; HaluEval QA: all knowledge paragraphs; WiCE:
+    all cited-article sentences). Passages of both splits are included: they carry no labels.
+    """
+    if name not in GROUNDED:
+        raise InputError(f"{name!r} ships no evidence; corpus mode needs one of: {', '.join(sorted(GROUNDED))}")
+    seen: dict[str, None] = {}
+    if name == "factcheck-gpt":
+        # All 3,305 (claim, passage) pairs, including those of the excluded not_enough_evidence claims.
+        path = _folder(dataset_root(root), "factcheck-gpt") / "subtasks" / "subtask3_claim_evidence_stance.jsonl"
+        for r in _jsonl(path):
+            seen.setdefault(r["evidence"], None)
+        return list(seen)
+    for item in load(name, "all", root=root):
+        for passage in item.evidence:
+            seen.setdefault(passage, None)
+    return list(seen)
+
+
+__all__ = ["DATASETS", "ENV_VAR", "GROUNDED", "EvalItem", "SPLITS", "corpus", "dataset_root", "load", "split_of"]
