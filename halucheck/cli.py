@@ -133,6 +133,105 @@ def check(
         _print_verdict(verdict)
 
 
+@app.command()
+def run(
+    input: Path = typer.Option(..., "--input", "-i", help="Answers to check: JSONL (or CSV) with id, answer, question?, context?."),
+    corpus: Optional[Path] = typer.Option(None, "--corpus", "-c", help="Folder of documents to take evidence from."),
+    out: Optional[Path] = typer.Option(None, "--out", "-o", help="Run directory (default: runs/<input name>)."),
+    index: Optional[Path] = typer.Option(None, "--index", help="Where the corpus index lives (default: user cache)."),
+    no_context: bool = typer.Option(False, "--no-context", help="Ignore the items' context field."),
+    subjective_filter: str = typer.Option("auto", "--filter", help="Remove subjective sentences first: auto, on, off."),
+    top_k: int = typer.Option(10, "--top-k", help="Evidence passages per claim."),
+    max_claims: int = typer.Option(64, "--max-claims", help="Claims checked per answer at most."),
+    profile: Optional[str] = typer.Option(None, "--profile", "-p", help="Profile from models.yaml for every role."),
+    role: Optional[list[str]] = typer.Option(None, "--role", help="ROLE=PROFILE for one role (repeatable)."),
+    policy: str = typer.Option("true-skeptic", help="Transition policy: true-skeptic, true-trust, always-trust, always-skeptic."),
+    min_rounds: int = typer.Option(2, help="Debate states to run at least, before a consensus may stop."),
+    max_rounds: int = typer.Option(4, help="Debate states to run at most."),
+    restart: bool = typer.Option(False, "--restart", help="Discard an existing run in --out and start over."),
+    config: Optional[Path] = typer.Option(None, "--config", help="Path to models.yaml."),
+    quiet: bool = typer.Option(False, "--quiet", help="No progress bars."),
+) -> None:
+    """Check every answer in a file: claims, evidence, debate, verdicts; writes results.jsonl and report.html.
+
+    Killed and started again with the same arguments, a run resumes where it stopped."""
+    try:
+        from halucheck.debate import DebateConfig
+        from halucheck.pipeline import Pipeline, RunOptions
+
+        if subjective_filter not in ("auto", "on", "off"):
+            raise HalucheckError(f"--filter must be auto, on or off, not {subjective_filter!r}")
+        if corpus is not None and not corpus.is_dir():
+            raise HalucheckError(f"--corpus {corpus} is not a folder; pass the folder of your documents")
+        out_dir = out or Path("runs") / input.stem
+        if restart and (out_dir / "run.duckdb").exists():
+            for name in ("run.duckdb", "run.duckdb.wal"):
+                (out_dir / name).unlink(missing_ok=True)
+        opts = RunOptions(
+            input=input, out=out_dir, corpus=corpus, index=index, use_context=not no_context,
+            subjective_filter=subjective_filter, top_k=top_k, max_claims=max_claims,
+            debate=DebateConfig(policy=policy, min_rounds=min_rounds, max_rounds=max_rounds),
+        )
+        settings = _settings(config, profile, role)
+        progress = None
+        if not quiet:
+            from functools import partial
+
+            from tqdm import tqdm
+
+            progress = partial(tqdm, dynamic_ncols=True, file=sys.stderr)
+        pipe = Pipeline(opts, settings, progress=progress, log=lambda m: typer.echo(m, err=True))
+        try:
+            summary = pipe.run()
+        finally:
+            pipe.close()
+    except HalucheckError as exc:
+        fail(str(exc))
+    _print_summary(summary, out_dir)
+
+
+@app.command()
+def report(run_dir: Path = typer.Argument(..., help="A run directory made by `halucheck run`.")) -> None:
+    """Rebuild results.jsonl and report.html of a run from its database."""
+    try:
+        if not (run_dir / "run.duckdb").is_file():
+            raise HalucheckError(f"{run_dir} has no run.duckdb; pass the --out folder of a `halucheck run`")
+        from halucheck import reports
+        from halucheck.runstore import RunStore
+
+        store = RunStore(run_dir / "run.duckdb")
+        try:
+            results = reports.build_results(store)
+            reports.write_results(run_dir, results)
+            reports.write_html(run_dir, results, store)
+            summary = reports.summarize(results, store)
+        finally:
+            store.close()
+    except HalucheckError as exc:
+        fail(str(exc))
+    _print_summary(summary, run_dir)
+
+
+def _print_summary(summary: dict, out_dir: Path) -> None:
+    s = summary
+    typer.echo("")
+    typer.secho(f"halucheck: {s['hallucinated']} of {s['checked']} answers hallucinated "
+                f"({s['hallucination_rate']:.0%})", bold=True)
+    typer.echo(f"  claims: {s['claims']} checked, {s['false_claims']} false, {s['undecided_claims']} undecided")
+    if s["severity_histogram"]:
+        hist = "  ".join(f"{k}:{v}" for k, v in s["severity_histogram"].items())
+        typer.echo(f"  max severity of hallucinated answers: {hist}")
+    if s["unreadable"]:
+        typer.echo(f"  unreadable input lines: {s['unreadable']} (see results.jsonl)")
+    for name, st in s["stages"].items():
+        typer.echo(f"  {name:<8} {st['llm_calls']:>6} LLM calls  {st['prompt_tokens']:>9} prompt tok "
+                   f"({st['cached_tokens']} cached)  {st['completion_tokens']:>8} completion tok  {st['wall_s']:>7}s")
+    if "wall_s" in s:
+        typer.echo(f"  wall time: {s['wall_s']}s")
+    typer.echo(f"  results: {out_dir / 'results.jsonl'}")
+    typer.echo(f"  report:  {out_dir / 'report.html'}")
+
+
 @models_app.command("list")
 def models_list() -> None:
     """List the known local models and whether each is ready."""
@@ -163,3 +262,72 @@ def models_path(name: str = typer.Argument(..., help="A model name from `haluche
         typer.echo(str(weights.resolve(name)))
     except HalucheckError as exc:
         fail(str(exc))
+
+
+def _default_index_db() -> Path:
+    import os
+
+    from halucheck.config import user_cache_dir
+
+    return Path(os.environ.get("HALUCHECK_INDEX") or user_cache_dir() / "index.duckdb")
+
+
+@app.command("index")
+def index_cmd(
+    folder: Path = typer.Argument(..., help="Folder of documents (.md .txt .html .pdf .docx .jsonl), read recursively."),
+    db: Optional[Path] = typer.Option(None, "--db", help="Index file (DuckDB); default $HALUCHECK_INDEX or the cache dir."),
+    embed_model: Optional[str] = typer.Option(
+        None, "--embed-model", help="Local sentence-transformers folder (default: the index's model, else all-MiniLM-L6-v2)."
+    ),
+    chunk_sentences: int = typer.Option(3, help="Sentences per chunk."),
+    chunk_overlap: int = typer.Option(1, help="Sentences shared by consecutive chunks."),
+    batch_size: int = typer.Option(64, help="Embedding batch size."),
+) -> None:
+    """Index a folder of documents for `halucheck search` and evidence retrieval; re-runs only
+    re-process changed, added or deleted files."""
+    from halucheck.retrieval import build_index
+
+    db = db or _default_index_db()
+    try:
+        if chunk_sentences < 1 or not 0 <= chunk_overlap < chunk_sentences:
+            raise HalucheckError("--chunk-overlap must be at least 0 and smaller than --chunk-sentences (>= 1)")
+        report = build_index(
+            folder, db, embed_model=embed_model, chunk_sentences=chunk_sentences, chunk_overlap=chunk_overlap,
+            batch_size=batch_size, warn=lambda msg: typer.echo(f"warning: {msg}", err=True),
+        )
+    except HalucheckError as exc:
+        fail(str(exc))
+    typer.echo(f"{db}: {report.summary()}")
+
+
+@app.command("search")
+def search_cmd(
+    query: str = typer.Argument(..., help="What to look for."),
+    db: Optional[Path] = typer.Option(None, "--db", help="Index file built by `halucheck index`."),
+    k: int = typer.Option(10, "-k", "--top-k", help="Number of hits."),
+    mode: str = typer.Option("hybrid", "--mode", help="bm25, dense or hybrid (reciprocal rank fusion of both)."),
+    as_json: bool = typer.Option(False, "--json", help="Print a JSON list of hits: source, start, end, score, text."),
+) -> None:
+    """Search an index: ranked chunks with source path, character offsets and score."""
+    from halucheck.retrieval import MODES, Index
+
+    db = db or _default_index_db()
+    try:
+        if mode not in MODES:
+            raise HalucheckError(f"unknown --mode {mode!r}; use one of: {', '.join(MODES)}")
+        if k < 1:
+            raise HalucheckError("-k must be at least 1")
+        with Index.open(db) as index:
+            hits = index.search(query, k=k, mode=mode)
+    except HalucheckError as exc:
+        fail(str(exc))
+    if as_json:
+        rows = [{"source": h.source, "start": h.start, "end": h.end, "score": round(h.score, 6), "text": h.text} for h in hits]
+        typer.echo(json.dumps(rows, ensure_ascii=False, indent=2))
+        return
+    if not hits:
+        typer.echo("no hits")
+    for rank, h in enumerate(hits, 1):
+        typer.echo(f"{rank:>2}. {h.score:.4f}  {h.source}:{h.start}-{h.end}")
+        text = " ".join(h.text.split())
+        typer.echo(f"    {text[:300]}{'...' if len(text) > 300 else ''}")

@@ -1,0 +1,202 @@
+"""Reports of a run: ``results.jsonl`` (one line per input item, claims nested) and a self-contained
+``report.html``, both built from the run database alone (so `halucheck report RUN_DIR` can rebuild them).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections import Counter
+from pathlib import Path
+from typing import TYPE_CHECKING, TypedDict
+
+if TYPE_CHECKING:
+    from halucheck.runstore import RunStore
+
+
+class EvidenceJSON(TypedDict):
+    source: str
+    start: int
+    end: int
+    text: str
+
+
+class ClaimJSON(TypedDict, total=False):
+    text: str
+    factuality: bool | None
+    error_severity: int | None
+    confidence: float
+    evidence: list[EvidenceJSON]
+    chain: list[dict]
+    span: list[int]  # [start, end] of the answer sentence the claim came from
+    queries: list[str]
+    error: str
+
+
+class ResultJSON(TypedDict, total=False):
+    id: str
+    line: int
+    question: str | None
+    answer: str
+    hallucinated: bool | None
+    max_severity: int
+    score: float  # probability that the answer holds a hallucination, from the claims' confidences
+    counts: dict
+    claims: list[ClaimJSON]
+    errors: list[str]
+
+
+def claim_false_probability(factuality: bool | None, confidence: float) -> float | None:
+    if factuality is None:
+        return None
+    return confidence if factuality is False else 1.0 - confidence
+
+
+def aggregate(claims: list[ClaimJSON]) -> dict:
+    """Response-level verdict: hallucinated if any claim is non-factual (FacTool/MCMAD rule)."""
+    false = [c for c in claims if c.get("factuality") is False]
+    undecided = [c for c in claims if c.get("factuality") is None]
+    p_clean = 1.0
+    for c in claims:
+        p = claim_false_probability(c.get("factuality"), c.get("confidence", 0.0))
+        if p is not None:
+            p_clean *= 1.0 - p
+    return {
+        "hallucinated": bool(false),
+        "max_severity": max((c.get("error_severity") or 0 for c in false), default=0),
+        "score": round(1.0 - p_clean, 4),
+        "counts": {"claims": len(claims), "false": len(false), "true": len(claims) - len(false) - len(undecided),
+                   "undecided": len(undecided)},
+    }
+
+
+def build_results(store: "RunStore") -> list[ResultJSON]:
+    """One result per input line, in input order: checked items and lines that could not be read."""
+    from halucheck.records import Verdict
+
+    errors_by_item: dict[int, list[str]] = {}
+    for idx, stage, msg in store.query("SELECT item_idx, stage, message FROM errors WHERE item_idx IS NOT NULL"):
+        errors_by_item.setdefault(idx, []).append(f"{stage}: {msg}")
+    out: list[tuple[int, ResultJSON]] = []
+    for idx, item_id, line, question, answer, claims_done in store.query(
+            "SELECT idx, id, line, question, answer, claims_done FROM items ORDER BY idx"):
+        claims: list[ClaimJSON] = []
+        for cid, text, cq, s, e in store.query(
+                "SELECT claim_id, text, question, span_start, span_end FROM claims WHERE item_idx = ? "
+                "ORDER BY ordinal", [idx]):
+            v: Verdict | None = store.verdict_for(cid)
+            c: ClaimJSON = {
+                "text": f"{cq} {text}" if cq else text,
+                "factuality": v.factuality if v else None,
+                "error_severity": v.error_severity if v else None,
+                "confidence": round(v.confidence, 4) if v else 0.0,
+                "evidence": [e_.to_dict() for e_ in store.evidence_for(cid)],
+                "chain": [t.to_dict() for t in v.chain] if v else [],
+                "span": [s, e],
+                "queries": [q for (q,) in store.query(
+                    "SELECT query FROM queries WHERE claim_id = ? ORDER BY ordinal", [cid])],
+            }
+            if v is None:
+                c["error"] = "not checked yet (resume the run)"
+            elif v.error:
+                c["error"] = v.error
+            claims.append(c)
+        r: ResultJSON = {"id": item_id, "line": line, "question": question, "answer": answer,
+                         **aggregate(claims), "claims": claims}
+        errs = errors_by_item.get(idx, [])
+        if not claims_done:
+            errs = errs + ["claims: not extracted yet (resume the run)"]
+        if errs:
+            r["errors"] = errs
+        out.append((line, r))
+    for line, stage, msg in store.query("SELECT line, stage, message FROM errors WHERE item_idx IS NULL "
+                                        "AND stage = 'input'"):
+        out.append((line, {"id": f"line-{line}", "line": line, "hallucinated": None, "max_severity": 0,
+                           "score": 0.0, "counts": {}, "claims": [], "errors": [f"input: {msg}"]}))
+    out.sort(key=lambda x: x[0])
+    return [r for _, r in out]
+
+
+def write_results(out_dir: Path, results: list[ResultJSON]) -> Path:
+    """Write results.jsonl atomically (a kill mid-write leaves the previous file intact)."""
+    path = Path(out_dir) / "results.jsonl"
+    tmp = path.with_suffix(".jsonl.tmp")
+    with open(tmp, "w", encoding="utf-8") as fh:
+        for r in results:
+            fh.write(json.dumps(r, ensure_ascii=False) + "\n")
+    os.replace(tmp, path)
+    return path
+
+
+def summarize(results: list[ResultJSON], store: "RunStore") -> dict:
+    checked = [r for r in results if r.get("hallucinated") is not None]
+    halluc = [r for r in checked if r["hallucinated"]]
+    claims = [c for r in checked for c in r["claims"]]
+    stages = {}
+    for stage, calls, pt, ct, cached, wall in store.query(
+            "SELECT stage, sum(calls), sum(prompt_tokens), sum(completion_tokens), sum(cached_tokens), sum(wall_s) "
+            "FROM stage_stats GROUP BY stage ORDER BY min(recorded_at)"):
+        stages[stage] = {"llm_calls": int(calls or 0), "prompt_tokens": int(pt or 0),
+                         "completion_tokens": int(ct or 0), "cached_tokens": int(cached or 0),
+                         "wall_s": round(wall or 0.0, 1)}
+    return {
+        "items": len(results),
+        "checked": len(checked),
+        "unreadable": len(results) - len(checked),
+        "hallucinated": len(halluc),
+        "hallucination_rate": round(len(halluc) / len(checked), 4) if checked else 0.0,
+        "severity_histogram": {str(k): v for k, v in sorted(Counter(r["max_severity"] for r in halluc).items())},
+        "claims": len(claims),
+        "false_claims": sum(c.get("factuality") is False for c in claims),
+        "undecided_claims": sum(c.get("factuality") is None for c in claims),
+        "stages": stages,
+    }
+
+
+def write_html(out_dir: Path, results: list[ResultJSON], store: "RunStore") -> Path:
+    """Render the self-contained report.html (inline CSS, no network)."""
+    import jinja2
+
+    env = jinja2.Environment(
+        loader=jinja2.PackageLoader("halucheck.reports", "templates"),
+        autoescape=jinja2.select_autoescape(["html", "j2"]),
+        undefined=jinja2.StrictUndefined,
+    )
+    summary = summarize(results, store)
+    for r in results:
+        r["_segments"] = highlight(r.get("answer") or "", r["claims"])  # type: ignore[typeddict-unknown-key]
+    html = env.get_template("report.html.j2").render(results=results, summary=summary,
+                                                     input=store.get_meta("input") or "")
+    for r in results:
+        r.pop("_segments", None)  # type: ignore[misc]
+    path = Path(out_dir) / "report.html"
+    tmp = path.with_suffix(".html.tmp")
+    tmp.write_text(html, encoding="utf-8")
+    os.replace(tmp, path)
+    return path
+
+
+def highlight(answer: str, claims: list[ClaimJSON]) -> list[dict]:
+    """Split the answer into plain and highlighted pieces; a highlighted piece lists the claims located
+    there and takes the colour of the worst verdict among them."""
+    marks: dict[tuple[int, int], list[int]] = {}
+    for i, c in enumerate(claims):
+        s, e = c.get("span", [0, 0])
+        if 0 <= s < e <= len(answer):
+            marks.setdefault((s, e), []).append(i)
+    pieces, pos = [], 0
+    for (s, e), idxs in sorted(marks.items()):
+        if s < pos:  # overlapping spans: attach to the previous piece
+            pieces[-1]["claims"].extend(idxs)
+            continue
+        if s > pos:
+            pieces.append({"text": answer[pos:s], "claims": []})
+        pieces.append({"text": answer[s:e], "claims": list(idxs)})
+        pos = e
+    if pos < len(answer):
+        pieces.append({"text": answer[pos:], "claims": []})
+    for p in pieces:
+        verdicts = [claims[i].get("factuality") for i in p["claims"]]
+        p["kind"] = ("false" if False in verdicts else "undecided" if None in verdicts else "true") if verdicts else ""
+        p["numbers"] = [i + 1 for i in p["claims"]]
+    return pieces

@@ -1,0 +1,189 @@
+"""`halucheck run` with the fake engine: every stage, aggregation, resume after a crash, bad input."""
+
+import json
+import re
+
+import pytest
+
+from halucheck import engines
+from halucheck.config import Settings
+from halucheck.debate import DebateConfig
+from halucheck.engines.fake import FakeEngine
+from halucheck.errors import InputError
+from halucheck.pipeline import Pipeline, RunOptions, fuse
+from halucheck.records import Evidence
+from halucheck.reports import aggregate
+
+
+class Crash(BaseException):
+    """Stands in for a kill: not an engine error, so nothing catches it."""
+
+
+def responder(request):
+    """Replies by stage; a claim mentioning 'Berlin' or '1887' is judged false."""
+    stage = request.tag
+    user = request.messages[-1]["content"]
+    if stage == "claims:filter":
+        kept = [s for s in split(user.split("[text]: ", 1)[1]) if "?" not in s and "Glad" not in s]
+        return {"response": " ".join(kept) or "None"}
+    if stage == "claims:extract":
+        return {"claims": split(user.split("[text]: ", 1)[1])}
+    if stage == "claims:queries":
+        claim = user.split("[claim]: ", 1)[1]
+        return {"queries": [claim, "about " + claim]}
+    claim = user.split("[text]: ", 1)[1].split("\n")[0]
+    false = "Berlin" in claim or "1887" in claim
+    return {"opinion": f"{request.tag} on {claim}", "factuality": not false, "error_severity": 4 if false else 0}
+
+
+def split(text):
+    return [s for s in re.split(r"(?<=[.!?])\s+", text.strip()) if s]
+
+
+@pytest.fixture
+def engine(monkeypatch):
+    shared = {"engine": FakeEngine(responder=responder, max_batch=16)}
+    engines.register("scripted", lambda model="", **kw: shared["engine"])
+    yield shared
+    engines._REGISTRY.pop("scripted", None)
+
+
+def settings():
+    return Settings.from_dict({"profiles": {"s": {"engine": "scripted"}}})
+
+
+ANSWERS = [
+    {"id": "tower", "question": "Where is the Eiffel Tower?",
+     "answer": "The Eiffel Tower is in Berlin. It was completed in 1889."},
+    {"id": "short", "question": "Where is the Louvre?", "answer": "Paris."},
+    {"id": "chat", "answer": "Glad to help! The tower was completed in 1887. Do you like it?"},
+]
+
+
+def write_input(tmp_path, lines):
+    p = tmp_path / "answers.jsonl"
+    p.write_text("\n".join(x if isinstance(x, str) else json.dumps(x) for x in lines) + "\n")
+    return p
+
+
+def run(tmp_path, input_path, out="run", **kw):
+    opts = RunOptions(input=input_path, out=tmp_path / out, debate=DebateConfig(min_rounds=1, max_rounds=2), **kw)
+    pipe = Pipeline(opts, settings(), log=lambda m: None)
+    try:
+        summary = pipe.run()
+    finally:
+        pipe.close()
+    results = [json.loads(l) for l in (tmp_path / out / "results.jsonl").read_text().splitlines()]
+    return summary, results
+
+
+def test_stages_and_aggregation(tmp_path, engine):
+    summary, results = run(tmp_path, write_input(tmp_path, ANSWERS))
+    by_id = {r["id"]: r for r in results}
+    tower = by_id["tower"]
+    assert [c["text"] for c in tower["claims"]] == ["The Eiffel Tower is in Berlin.", "It was completed in 1889."]
+    assert tower["hallucinated"] is True and tower["max_severity"] == 4
+    assert tower["counts"] == {"claims": 2, "false": 1, "true": 1, "undecided": 0}
+    berlin = tower["claims"][0]
+    assert berlin["factuality"] is False and berlin["chain"][0]["role"] == "initial"
+    assert berlin["queries"][:2] == ["The Eiffel Tower is in Berlin.", "about The Eiffel Tower is in Berlin."]
+    # the claim is located in the answer where it came from
+    s, e = berlin["span"]
+    assert tower["answer"][s:e] == "The Eiffel Tower is in Berlin."
+    # short QA: question + answer is one claim, verified as such
+    short = by_id["short"]
+    assert len(short["claims"]) == 1 and short["claims"][0]["text"] == "Where is the Louvre? Paris."
+    assert short["hallucinated"] is False
+    # dialogue: subjective sentences removed before extraction
+    chat = by_id["chat"]
+    assert [c["text"] for c in chat["claims"]] == ["The tower was completed in 1887."]
+    assert chat["hallucinated"] is True
+    assert summary["hallucinated"] == 2 and summary["checked"] == 3
+    assert set(summary["stages"]) == {"claims", "queries", "debate"}
+    html = (tmp_path / "run" / "report.html").read_text()
+    assert "The Eiffel Tower is in Berlin." in html and "<mark class=\"false\"" in html
+    assert "http://" not in html and "https://" not in html  # self-contained
+
+
+def test_aggregation_rule():
+    agg = aggregate([{"factuality": True, "confidence": 0.9, "error_severity": 0},
+                     {"factuality": False, "confidence": 0.8, "error_severity": 2},
+                     {"factuality": False, "confidence": 0.6, "error_severity": 5},
+                     {"factuality": None, "confidence": 0.0, "error_severity": None}])
+    assert agg["hallucinated"] is True and agg["max_severity"] == 5
+    assert agg["counts"] == {"claims": 4, "false": 2, "true": 1, "undecided": 1}
+    assert agg["score"] == pytest.approx(1 - 0.9 * 0.2 * 0.4)
+    assert aggregate([{"factuality": True, "confidence": 1.0, "error_severity": 0}])["hallucinated"] is False
+    assert aggregate([])["hallucinated"] is False
+
+
+def test_resume_after_crash_makes_no_duplicate_calls(tmp_path, engine):
+    src = write_input(tmp_path, ANSWERS)
+    _, reference = run(tmp_path, src, out="reference")
+    reference_calls = len(engine["engine"].requests)
+
+    sent = []
+
+    def crashing(request):
+        if len(sent) == reference_calls // 2:  # die in the middle of the run
+            raise Crash()
+        sent.append(request.key())
+        return responder(request)
+
+    engine["engine"] = FakeEngine(responder=crashing, max_batch=16)
+    with pytest.raises(Crash):
+        run(tmp_path, src, out="crashed")
+    first = set(sent)
+    engine["engine"] = FakeEngine(responder=responder, max_batch=16)
+    _, resumed = run(tmp_path, src, out="crashed")
+    second = [r.key() for r in engine["engine"].requests]
+    assert not first & set(second)  # nothing answered before the crash was asked again
+    assert len(first) + len(second) == reference_calls
+    assert resumed == reference
+
+    engine["engine"] = FakeEngine(responder=responder)
+    _, again = run(tmp_path, src, out="crashed")  # a finished run: no call at all
+    assert engine["engine"].requests == [] and again == reference
+
+
+def test_malformed_lines_are_reported_and_the_rest_processed(tmp_path, engine):
+    src = write_input(tmp_path, [ANSWERS[0], "{not json", {"id": "x"}, ANSWERS[1], {"id": "e", "answer": ""}])
+    summary, results = run(tmp_path, src)
+    assert [r["id"] for r in results] == ["tower", "line-2", "x" if False else "line-3", "short", "line-5"]
+    bad = {r["line"]: r["errors"][0] for r in results if r.get("errors")}
+    assert "not valid JSON" in bad[2] and 'missing the "answer" field' in bad[3] and "empty" in bad[5]
+    assert summary["checked"] == 2 and summary["unreadable"] == 3
+
+
+def test_non_utf8_and_huge_answers_are_kept(tmp_path, engine):
+    p = tmp_path / "answers.jsonl"
+    long_answer = " ".join(f"Fact number {i} is stated in this sentence here." for i in range(700))
+    p.write_bytes(json.dumps({"id": "latin", "answer": "Caf"}).encode()[:-2] + b"\xe9 is open.\"}\n"
+                  + json.dumps({"id": "long", "answer": long_answer}).encode() + b"\n")
+    logs = []
+    opts = RunOptions(input=p, out=tmp_path / "run", debate=DebateConfig(min_rounds=1, max_rounds=1), max_claims=3)
+    pipe = Pipeline(opts, settings(), log=logs.append)
+    pipe.run()
+    pipe.close()
+    results = {json.loads(l)["id"]: json.loads(l) for l in (tmp_path / "run" / "results.jsonl").read_text().splitlines()}
+    assert "\ufffd" in results["latin"]["answer"] and results["latin"]["claims"]
+    assert len(results["long"]["claims"]) == 3
+    assert any("answers.jsonl:1: not UTF-8" in m for m in logs)
+    assert any("6,300 words; only the first 5,000" in m for m in logs)
+
+
+def test_empty_input_and_changed_settings_are_errors(tmp_path, engine):
+    empty = tmp_path / "empty.jsonl"
+    empty.write_text("\n")
+    with pytest.raises(InputError, match="empty: nothing to check"):
+        run(tmp_path, empty)
+    src = write_input(tmp_path, ANSWERS[:1])
+    run(tmp_path, src)
+    with pytest.raises(InputError, match="--restart"):
+        run(tmp_path, src, top_k=3)
+
+
+def test_fuse_dedupes_and_ranks_by_rrf():
+    a, b, c = (Evidence(t, "doc.md", i * 10, i * 10 + 5) for i, t in enumerate("abc"))
+    fused = fuse([[a, b], [b, c], [b]], k=2)
+    assert [e.text for e in fused] == ["b", "a"]
