@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# Serve a model with vLLM's OpenAI-compatible server, as halucheck's `vllm` profile expects it.
+#
+#   scripts/serve_vllm.sh [MODEL] [extra vLLM flags...]
+#
+# MODEL is a model folder or a known model name (resolved to its local folder by halucheck.weights;
+# default qwen2.5-coder-0.5b-instruct). The server answers as --served-model-name NAME, the `model:`
+# of the profile in models.yaml.
+#
+# Environment:
+#   HOST, PORT                 where to listen (default 127.0.0.1:8000 = models.yaml's base_url)
+#   SERVED_NAME                served model name (default: MODEL if a name, else the folder's name)
+#   STRUCTURED_OUTPUTS_CONFIG  JSON for --structured-outputs-config (default {"backend":"outlines"};
+#                              e.g. {"backend":"xgrammar","disable_any_whitespace":true})
+#   MAX_MODEL_LEN              context length cap (default: the model's own)
+#   VLLM_PYTHON                the Python that has vLLM (default: python)
+#   HALUCHECK_PYTHON           the Python that has halucheck, to resolve MODEL (default: VLLM_PYTHON)
+# Extra flags go to vLLM unchanged (e.g. --tensor-parallel-size 2 --gpu-memory-utilization 0.9).
+set -euo pipefail
+
+MODEL="${1:-qwen2.5-coder-0.5b-instruct}"
+[[ $# -gt 0 ]] && shift
+HOST="${HOST:-127.0.0.1}"
+PORT="${PORT:-8000}"
+VLLM_PYTHON="${VLLM_PYTHON:-python}"
+HALUCHECK_PYTHON="${HALUCHECK_PYTHON:-$VLLM_PYTHON}"
+DEFAULT_SO='{"backend":"outlines"}'
+STRUCTURED_OUTPUTS_CONFIG="${STRUCTURED_OUTPUTS_CONFIG:-$DEFAULT_SO}"
+# an audit box is offline: never wait on the Hugging Face hub
+export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1
+
+if [[ -d "$MODEL" ]]; then
+  FOLDER="$MODEL"
+  SERVED_NAME="${SERVED_NAME:-$(basename "$MODEL")}"
+else
+  if ! FOLDER="$("$HALUCHECK_PYTHON" -c 'import sys; from halucheck.weights import resolve; print(resolve(sys.argv[1]))' "$MODEL")"; then
+    echo "error: cannot find model $MODEL; pass a model folder or install it with: halucheck models pull $MODEL" >&2
+    exit 1
+  fi
+  SERVED_NAME="${SERVED_NAME:-$MODEL}"
+fi
+
+if ! "$VLLM_PYTHON" -c 'import vllm' 2>/dev/null; then
+  echo "error: $VLLM_PYTHON has no vLLM; pip install 'halucheck[vllm]' (GPU) or run scripts/vllm_cpu_smoke.sh (CPU), or set VLLM_PYTHON" >&2
+  exit 1
+fi
+
+EXTRA=()
+[[ -n "${MAX_MODEL_LEN:-}" ]] && EXTRA+=(--max-model-len "$MAX_MODEL_LEN")
+
+echo "serving $FOLDER as $SERVED_NAME on http://$HOST:$PORT/v1 (structured outputs: $STRUCTURED_OUTPUTS_CONFIG)" >&2
+# --enable-prompt-tokens-details: report prefix-cache hits (usage.prompt_tokens_details.cached_tokens)
+# --generation-config vllm: the model's generation_config.json must not add sampling defaults
+#   (repetition penalty, top_k) that halucheck did not ask for
+exec "$VLLM_PYTHON" -m vllm.entrypoints.openai.api_server \
+  --model "$FOLDER" \
+  --served-model-name "$SERVED_NAME" \
+  --host "$HOST" --port "$PORT" \
+  --structured-outputs-config "$STRUCTURED_OUTPUTS_CONFIG" \
+  --enable-prefix-caching \
+  --enable-prompt-tokens-details \
+  --generation-config vllm \
+  "${EXTRA[@]}" "$@"
