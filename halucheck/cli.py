@@ -331,3 +331,71 @@ def search_cmd(
         typer.echo(f"{rank:>2}. {h.score:.4f}  {h.source}:{h.start}-{h.end}")
         text = " ".join(h.text.split())
         typer.echo(f"    {text[:300]}{'...' if len(text) > 300 else ''}")
+
+
+def _default_index_db() -> Path:
+    import os
+
+    from halucheck.config import user_cache_dir
+
+    return Path(os.environ.get("HALUCHECK_INDEX") or user_cache_dir() / "index.duckdb")
+
+
+@app.command("index")
+def index_cmd(
+    folder: Path = typer.Argument(..., help="Folder of documents (.md .txt .html .pdf .docx .jsonl), read recursively."),
+    db: Optional[Path] = typer.Option(None, "--db", help="Index file (DuckDB); default $HALUCHECK_INDEX or the cache dir."),
+    embed_model: Optional[str] = typer.Option(
+        None, "--embed-model", help="Local sentence-transformers folder (default: the index's model, else all-MiniLM-L6-v2)."
+    ),
+    chunk_sentences: int = typer.Option(3, help="Sentences per chunk."),
+    chunk_overlap: int = typer.Option(1, help="Sentences shared by consecutive chunks."),
+    batch_size: int = typer.Option(64, help="Embedding batch size."),
+) -> None:
+    """Index a folder of documents for search and evidence retrieval (re-runs redo only changed files)."""
+    from halucheck.retrieval import build_index
+
+    db = db or _default_index_db()
+    try:
+        if chunk_sentences < 1 or not 0 <= chunk_overlap < chunk_sentences:
+            raise HalucheckError("--chunk-overlap must be at least 0 and smaller than --chunk-sentences (>= 1)")
+        report = build_index(
+            folder, db, embed_model=embed_model, chunk_sentences=chunk_sentences, chunk_overlap=chunk_overlap,
+            batch_size=batch_size, warn=lambda msg: typer.echo(f"warning: {msg}", err=True),
+        )
+    except HalucheckError as exc:
+        fail(str(exc))
+    typer.echo(f"{db}: {report.summary()}")
+
+
+@app.command("search")
+def search_cmd(
+    query: str = typer.Argument(..., help="What to look for."),
+    db: Optional[Path] = typer.Option(None, "--db", help="Index file built by `halucheck index`."),
+    k: int = typer.Option(10, "-k", "--top-k", help="Number of hits."),
+    mode: str = typer.Option("hybrid", "--mode", help="bm25, dense or hybrid (reciprocal rank fusion of both)."),
+    as_json: bool = typer.Option(False, "--json", help="Print a JSON list of hits: source, start, end, score, text."),
+) -> None:
+    """Search an index: ranked chunks with source path, character offsets and score."""
+    from halucheck.retrieval import MODES, Index
+
+    db = db or _default_index_db()
+    try:
+        if mode not in MODES:
+            raise HalucheckError(f"unknown --mode {mode!r}; use one of: {', '.join(MODES)}")
+        if k < 1:
+            raise HalucheckError("-k must be at least 1")
+        with Index.open(db) as index:
+            hits = index.search(query, k=k, mode=mode)
+    except HalucheckError as exc:
+        fail(str(exc))
+    if as_json:
+        rows = [{"source": h.source, "start": h.start, "end": h.end, "score": round(h.score, 6), "text": h.text} for h in hits]
+        typer.echo(json.dumps(rows, ensure_ascii=False, indent=2))
+        return
+    if not hits:
+        typer.echo("no hits")
+    for rank, h in enumerate(hits, 1):
+        typer.echo(f"{rank:>2}. {h.score:.4f}  {h.source}:{h.start}-{h.end}")
+        text = " ".join(h.text.split())
+        typer.echo(f"    {text[:300]}{'...' if len(text) > 300 else ''}")

@@ -1,0 +1,89 @@
+"""BM25 over chunks with bm25s (sparse precomputed scores: ~5 ms/query on 100k passages, ~25x rank-bm25)."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+
+_TOKEN = re.compile(r"(?u)\b\w\w+\b")
+
+
+def _stopwords() -> frozenset[str]:
+    from bm25s.stopwords import STOPWORDS_EN
+
+    return frozenset(STOPWORDS_EN)
+
+
+_STOP: frozenset[str] | None = None
+
+
+def tokenize(text: str) -> list[str]:
+    """Lower-cased word tokens of two or more characters, English stopwords removed (no stemming)."""
+    global _STOP
+    if _STOP is None:
+        _STOP = _stopwords()
+    return [t for t in _TOKEN.findall(text.lower()) if t not in _STOP]
+
+
+class BM25:
+    """A BM25 index over a list of texts; rows are positions in that list.
+
+    ``method`` is a bm25s scoring variant: ``lucene`` (default; idf never negative) or ``robertson``
+    (the classic Okapi formula that rank-bm25's ``BM25Okapi`` uses).
+    """
+
+    def __init__(self, retriever, n_docs: int):
+        self._r = retriever
+        self.n_docs = n_docs
+
+    @classmethod
+    def build(cls, texts: Sequence[str], k1: float = 1.5, b: float = 0.75, method: str = "lucene") -> "BM25":
+        import bm25s
+
+        retriever = bm25s.BM25(k1=k1, b=b, method=method)
+        if texts:
+            retriever.index([tokenize(t) for t in texts], show_progress=False)
+        return cls(retriever, len(texts))
+
+    def save(self, folder: str | Path, extra: dict | None = None) -> None:
+        """Write the index to ``folder`` (bm25s files plus ``halucheck.json`` with ``extra``)."""
+        folder = Path(folder)
+        folder.mkdir(parents=True, exist_ok=True)
+        if self.n_docs:
+            self._r.save(str(folder), show_progress=False)
+        (folder / "halucheck.json").write_text(json.dumps({"n_docs": self.n_docs, **(extra or {})}))
+
+    @classmethod
+    def load(cls, folder: str | Path) -> tuple["BM25", dict]:
+        """Load an index written by :meth:`save`; returns it with the ``extra`` dict saved beside it."""
+        import bm25s
+
+        folder = Path(folder)
+        info = json.loads((folder / "halucheck.json").read_text())
+        if info["n_docs"]:
+            retriever = bm25s.BM25.load(str(folder), load_corpus=False)
+        else:
+            retriever = bm25s.BM25()
+        return cls(retriever, info["n_docs"]), info
+
+    def search_many(self, queries: Sequence[str], k: int = 10) -> list[list[tuple[int, float]]]:
+        """Top-``k`` ``(row, score)`` per query, best first; rows with score 0 (no shared term) are left out."""
+        out: list[list[tuple[int, float]]] = [[] for _ in queries]
+        if not self.n_docs or not queries:
+            return out
+        vocab = self._r.vocab_dict
+        ids = [[vocab[t] for t in tokenize(q) if t in vocab] for q in queries]
+        todo = [i for i, q in enumerate(ids) if q]
+        if not todo:
+            return out
+        kk = min(k, self.n_docs)
+        docs, scores = self._r.retrieve(
+            [ids[i] for i in todo], k=kk, show_progress=False, n_threads=0, return_as="tuple"
+        )
+        for qi, row_docs, row_scores in zip(todo, np.asarray(docs), np.asarray(scores)):
+            out[qi] = [(int(d), float(s)) for d, s in zip(row_docs, row_scores) if s > 0]
+        return out
