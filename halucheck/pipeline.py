@@ -238,7 +238,7 @@ class Pipeline:
             from halucheck import retrieval
 
             db = self.opts.index or default_index_path(self.opts.corpus)
-            retrieval.build_index(self.opts.corpus, db, log=self.log)
+            retrieval.build_index(self.opts.corpus, db, warn=self.log)
             self._corpus = retrieval.Index.open(db)
         return self._corpus
 
