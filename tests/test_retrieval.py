@@ -319,3 +319,18 @@ def test_cli_index_and_search_json(corpus, tmp_path):
     assert res.exit_code == 0 and "eiffel.txt:" in res.output
     res = runner.invoke(app, ["search", "x", "--db", str(tmp_path / "none.duckdb")])
     assert res.exit_code == 1 and res.output.count("\n") == 1 and "halucheck index" in res.output
+
+
+def test_half_scan_gives_the_exact_top_k():
+    torch = pytest.importorskip("torch")  # noqa: F841 - the float16 scan runs on torch
+    from halucheck.retrieval.dense import DenseMatrix
+
+    rng = np.random.default_rng(0)
+    matrix = rng.standard_normal((5000, 32)).astype(np.float32)
+    matrix /= np.linalg.norm(matrix, axis=1, keepdims=True)
+    queries = matrix[:20] + 0.1 * rng.standard_normal((20, 32)).astype(np.float32)
+    exact = DenseMatrix(matrix, half_scan=False).search_many(queries, k=10)
+    half = DenseMatrix(matrix, half_scan=True).search_many(queries, k=10)
+    assert [[r for r, _ in h] for h in half] == [[r for r, _ in h] for h in exact]
+    for h, e in zip(half, exact):
+        np.testing.assert_allclose([s for _, s in h], [s for _, s in e], rtol=1e-5, atol=1e-6)
