@@ -77,7 +77,7 @@ def test_evidence_file_passages(config, tmp_path):
         (["check", "c", "--profile", "nope"], "unknown profile 'nope'"),
         (["check", "c", "--policy", "random"], "unknown policy 'random'"),
         (["check", "c", "-f", "/nonexistent/ev.txt"], "evidence file /nonexistent/ev.txt does not exist"),
-        (["check", "c", "--profile", "down"], "cannot reach the vLLM server at http://127.0.0.1:9/v1"),
+        (["check", "c", "-e", "ev", "--profile", "down"], "cannot reach the vLLM server at http://127.0.0.1:9/v1"),
     ],
 )
 def test_bad_input_is_one_line_error(config, args, message):
@@ -88,17 +88,20 @@ def test_bad_input_is_one_line_error(config, args, message):
 
 
 def test_missing_model_package_is_one_line_error(config, tmp_path, monkeypatch):
-    cfg = tmp_path / "m.yaml"
-    cfg.write_text("profiles:\n  q:\n    engine: transformers\n    model: smollm2-135m-instruct\n")
+    import dataclasses
+
     from halucheck import weights
 
-    monkeypatch.setattr(weights, "status", lambda name: "not installed", raising=False)
-    monkeypatch.setenv("HALUCHECK_HOME", str(tmp_path / "home"))
+    name = "smollm2-135m-instruct"
+    missing = dataclasses.replace(weights.KNOWN_MODELS[name], packages=("halucheck-test-no-such-part",))
+    monkeypatch.setitem(weights.KNOWN_MODELS, name, missing)
+    monkeypatch.setenv("HALUCHECK_HOME", str(tmp_path / "home"))  # nothing converted here
+    cfg = tmp_path / "m.yaml"
+    cfg.write_text(f"profiles:\n  q:\n    engine: transformers\n    model: {name}\n")
     r = invoke("check", "c", "-e", "e", "--config", cfg)
-    if r.exit_code == 0:
-        pytest.skip("smollm2 is installed on this machine")
     err = r.stderr.strip()
-    assert r.exit_code == 1 and err.startswith("error: ") and "halucheck models pull" in err and "\n" not in err
+    assert r.exit_code == 1 and err.startswith("error: ") and "\n" not in err, err
+    assert "is not installed" in err and f"halucheck models pull {name}" in err
 
 
 def test_help_loads_no_heavy_library():
