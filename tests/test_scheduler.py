@@ -1,5 +1,6 @@
 """The batched scheduler: same verdicts as the sequential loop, bounded, robust, deduplicating."""
 
+import re
 import threading
 import time
 
@@ -98,3 +99,71 @@ def test_streaming_engine_same_verdicts_and_bounded_concurrency():
     got = Scheduler(Agents(engine=server), cfg).run(jobs(30))
     assert as_dicts(got) == as_dicts(seq)
     assert 1 < server.peak <= 6
+
+
+def varied(n):
+    """Claims whose debates run 7, 10 or 13 calls (the Skeptic dissents for 1, 2 or 4 states)."""
+    return [DebateJob(Claim(f"Varied claim {i}."), (Evidence(f"Evidence {i}."),)) for i in range(n)]
+
+
+def dissenting(request):
+    """The turn number travels in the opinions; the Skeptic dissents until its claim's agreeing state."""
+    user = request.messages[1]["content"]
+    i = int(user.split("[text]: Varied claim ")[1].split(".")[0])
+    until = (2, 2, 3, 5)[i % 4]  # 7, 7, 10 and 13 calls with min_rounds=2, max_rounds=4
+    turn = max(map(int, re.findall(r"turn (\d+)", user)), default=-1) + 1
+    state = (turn + 2) // 3  # S0 is turn 0; the k-th state holds turns 3k-2 .. 3k
+    fact = not (request.tag == "debate:skeptic" and state < until)
+    return {"opinion": f"turn {turn}", "factuality": fact, "error_severity": 0 if fact else 2}
+
+
+def test_several_batches_in_flight_keep_batches_full():
+    cfg = DebateConfig(min_rounds=2, max_rounds=4)
+    seq = run_sequential(varied(96), Agents(engine=FakeEngine(responder=dissenting)), cfg)
+    assert {len(v.chain) for v in seq} == {7, 10, 13}
+
+    one = FakeEngine(responder=dissenting, max_batch=16)  # one batch's worth of debates in flight
+    Scheduler(Agents(engine=one), cfg, max_in_flight=16).run(varied(96))
+    engine = FakeEngine(responder=dissenting, max_batch=16)
+    sched = Scheduler(Agents(engine=engine), cfg)  # default: several batches' worth
+    assert as_dicts(sched.run(varied(96))) == as_dicts(seq)
+
+    calls = sum(len(v.chain) for v in seq)
+    assert max(engine.batch_sizes) == 16 and sum(engine.batch_sizes) == calls
+    assert len(engine.batch_sizes) < len(one.batch_sizes)
+    # only the tail (after the last debate started) may see partial batches
+    assert sum(b < 16 for b in engine.batch_sizes) < sum(b < 16 for b in one.batch_sizes)
+    assert len(engine.batch_sizes) <= -(-calls // 16) + 2
+
+
+def test_longest_waiting_calls_go_first():
+    engine = FakeEngine(responder=deterministic, max_batch=4)
+    Scheduler(Agents(engine=engine), DebateConfig()).run(jobs(20))
+    # 4 batches' worth (16 debates) start at once; each is served once before any is served twice
+    first = engine.requests[:16]
+    assert {r.tag for r in first} == {"debate:initial"}
+    assert len({r.messages[1]["content"] for r in first}) == 16
+    assert engine.requests[16].tag != "debate:initial"
+
+
+class TwoEngines(Agents):
+    """Initial and Leader on one engine, Trust and Skeptic on another."""
+
+    def __init__(self, a, b):
+        super().__init__(engine=a)
+        self.a, self.b = a, b
+
+    def engine_for(self, role):
+        return self.a if role in ("initial", "leader") else self.b
+
+
+def test_roles_on_different_engines_get_their_own_batches():
+    cfg = DebateConfig(min_rounds=1, max_rounds=3)
+    seq = run_sequential(jobs(30), Agents(engine=FakeEngine(responder=deterministic)), cfg)
+    a = FakeEngine(responder=deterministic, max_batch=8)
+    b = FakeEngine(responder=deterministic, max_batch=5)
+    got = Scheduler(TwoEngines(a, b), cfg).run(jobs(30))
+    assert as_dicts(got) == as_dicts(seq)
+    assert max(a.batch_sizes) == 8 and max(b.batch_sizes) == 5
+    assert {r.tag for r in a.requests} == {"debate:initial", "debate:leader"}
+    assert {r.tag for r in b.requests} == {"debate:trust", "debate:skeptic"}

@@ -4,7 +4,9 @@ Each debate is sequential (one agent after another), so throughput comes from ke
 flight. Two ways to drive them, chosen from the engines serving the roles:
 
 * batch engines (``transformers``, ``vllm-local``, ``fake``): lock-step — every in-flight debate has exactly
-  one ready call; all ready calls for an engine go to it as one batch, then every debate advances.
+  one ready call. Several batches' worth of debates are kept in flight and each engine gets its
+  longest-waiting calls in full chunks of ``max_batch``: with only one batch in flight, debates that reach
+  consensus early would leave the next batches half empty while the long debates run out.
 * server engines (``vllm``: ``engine.streaming`` is True): each call is its own HTTP request, up to the
   engine's concurrency bound; the moment one returns, its debate's next call is sent (continuous
   batching on the server does the rest), and a debate that ends frees its slot at once.
@@ -26,6 +28,11 @@ from typing import Callable, Generator, Sequence
 from halucheck.debate.agents import AgentCall, Agents, turn_from_result
 from halucheck.debate.rounds import DebateConfig, debate
 from halucheck.records import Claim, Evidence, Turn, Verdict
+
+# Debates kept in flight per batch slot of a batch engine. With one batch's worth, debates that finish
+# early leave batches half empty: 256 claims at max_batch 64 took 44 engine steps for 2305 calls; with 4,
+# 37 steps, the minimum (scripts/bench_debate.py). A debate then waits ~4 steps between its calls.
+IN_FLIGHT_PER_SLOT = 4
 
 
 @dataclass(frozen=True)
@@ -79,7 +86,8 @@ class _Debate:
 class Scheduler:
     """Runs debates for many claims concurrently through ``agents``' engines.
 
-    ``max_in_flight`` bounds the debates in flight (default: the largest engine ``max_batch``).
+    ``max_in_flight`` bounds the debates in flight (default: ``IN_FLIGHT_PER_SLOT`` times the largest engine
+    ``max_batch`` for batch engines; the engines' ``max_batch``, their concurrency bound, for servers).
     ``on_verdict(index, verdict)`` is called as each claim finishes (for stores and progress bars).
     """
 
@@ -114,19 +122,23 @@ class Scheduler:
                     self.on_verdict(i, verdicts[i])
 
         engines = {self.agents.engine_for(r) for r in ("initial", "trust", "skeptic", "leader")}
-        limit = self.max_in_flight or max(e.max_batch for e in engines)
+        widest = max(e.max_batch for e in engines)
         queue = deque(unique)
         if all(getattr(e, "streaming", False) for e in engines):
-            self._run_streaming(jobs, queue, limit, finish)
+            self._run_streaming(jobs, queue, self.max_in_flight or widest, finish)
         else:
-            self._run_lockstep(jobs, queue, limit, finish)
+            self._run_lockstep(jobs, queue, self.max_in_flight or IN_FLIGHT_PER_SLOT * widest, finish)
         self.stats.wall_s = time.perf_counter() - t0
         return verdicts  # type: ignore[return-value]
 
-    def _start(self, jobs, queue: deque, active: dict, limit: int) -> None:
+    def _start(self, jobs, queue: deque, active: dict, limit: int) -> list[_Debate]:
+        """Start queued debates up to ``limit`` in flight; returns the new ones, in queue order."""
+        new = []
         while queue and len(active) < limit:
             i = queue.popleft()
-            active[i] = _Debate(i, jobs[i], self.cfg)
+            active[i] = d = _Debate(i, jobs[i], self.cfg)
+            new.append(d)
+        return new
 
     def _record(self, d: _Debate, result) -> Turn:
         turn = turn_from_result(d.call, result)
@@ -138,21 +150,34 @@ class Scheduler:
 
     def _run_lockstep(self, jobs, queue: deque, limit: int, finish) -> None:
         active: dict[int, _Debate] = {}
-        self._start(jobs, queue, active, limit)
+        waiting: dict[object, deque[_Debate]] = defaultdict(deque)  # engine -> debates, longest-waiting first
+        since: dict[int, int] = {}  # debate slot -> step at which its call became ready
+
+        def ready(d: _Debate) -> None:
+            since[d.slot] = self.stats.steps
+            waiting[self.agents.engine_for(d.call.role)].append(d)
+
+        def start() -> None:
+            for d in self._start(jobs, queue, active, limit):
+                ready(d)
+
+        start()
         while active:
-            by_engine = defaultdict(list)
-            for d in active.values():
-                by_engine[self.agents.engine_for(d.call.role)].append(d)
-            for engine, group in by_engine.items():
-                requests = [self.agents.request(d.job.claim, d.job.evidence, d.call) for d in group]
-                self.stats.steps += 1
-                self.stats.batch_sizes.append(len(requests))
-                for d, result in zip(group, engine.generate(requests)):
-                    d.advance(self._record(d, result))
-                    if d.call is None:
-                        del active[d.slot]
-                        finish(d)
-            self._start(jobs, queue, active, limit)
+            # a full chunk first; among engines with one (or, in the tail, none), the longest-waiting call
+            engine = max((e for e in waiting if waiting[e]),
+                         key=lambda e: (len(waiting[e]) >= e.max_batch, -since[waiting[e][0].slot]))
+            group = [waiting[engine].popleft() for _ in range(min(len(waiting[engine]), engine.max_batch))]
+            requests = [self.agents.request(d.job.claim, d.job.evidence, d.call) for d in group]
+            self.stats.steps += 1
+            self.stats.batch_sizes.append(len(requests))
+            for d, result in zip(group, engine.generate(requests)):
+                d.advance(self._record(d, result))
+                if d.call is None:
+                    del active[d.slot], since[d.slot]
+                    finish(d)
+                else:
+                    ready(d)
+            start()
 
     def _run_streaming(self, jobs, queue: deque, limit: int, finish) -> None:
         active: dict[int, _Debate] = {}
@@ -164,8 +189,7 @@ class Scheduler:
                 request = self.agents.request(d.job.claim, d.job.evidence, d.call)
                 running[pool.submit(lambda: engine.generate([request])[0])] = d
 
-            self._start(jobs, queue, active, limit)
-            for d in active.values():
+            for d in self._start(jobs, queue, active, limit):
                 submit(d)
             while running:
                 done, _ = wait(list(running), return_when=FIRST_COMPLETED)
@@ -177,10 +201,8 @@ class Scheduler:
                     if d.call is None:
                         del active[d.slot]
                         finish(d)
-                        before = set(active)
-                        self._start(jobs, queue, active, limit)
-                        for i in set(active) - before:
-                            submit(active[i])
+                        for new in self._start(jobs, queue, active, limit):
+                            submit(new)
                     else:
                         submit(d)
 
