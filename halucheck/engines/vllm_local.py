@@ -41,7 +41,8 @@ class VLLMLocalEngine(Engine):
 
     Profile options: ``enforce_eager`` (skip graph capture: much faster startup, e.g. on CPU),
     ``max_model_len``, ``gpu_memory_utilization``, ``dtype``, ``tensor_parallel_size``,
-    ``structured_outputs_backend`` (default: vLLM's choice; "outlines", "xgrammar", "guidance"),
+    ``structured_outputs_backend`` ("outlines" by default, as in scripts/serve_vllm.sh, so both vLLM
+    engines constrain replies the same way; "xgrammar", "guidance", "auto"),
     ``max_batch`` (requests the scheduler hands over at once, default 256); other options are passed
     to ``vllm.LLM`` unchanged.
     """
@@ -56,7 +57,7 @@ class VLLMLocalEngine(Engine):
         gpu_memory_utilization: float | None = None,
         dtype: str = "auto",
         tensor_parallel_size: int = 1,
-        structured_outputs_backend: str | None = None,
+        structured_outputs_backend: str | None = "outlines",
         max_batch: int = 256,
         **options: Any,
     ) -> None:
