@@ -33,10 +33,14 @@ if [[ -d "$MODEL" ]]; then
   FOLDER="$MODEL"
   SERVED_NAME="${SERVED_NAME:-$(basename "$MODEL")}"
 else
-  if ! FOLDER="$("$HALUCHECK_PYTHON" -c 'import sys; from halucheck.weights import resolve; print(resolve(sys.argv[1]))' "$MODEL")"; then
-    echo "error: cannot find model $MODEL; pass a model folder or install it with: halucheck models pull $MODEL" >&2
-    exit 1
-  fi
+  RESOLVE='import sys
+from halucheck.errors import HalucheckError
+from halucheck.weights import resolve
+try:
+    print(resolve(sys.argv[1]))
+except HalucheckError as exc:
+    sys.exit(f"error: {exc}")'
+  FOLDER="$("$HALUCHECK_PYTHON" -c "$RESOLVE" "$MODEL")" || exit 1  # resolve printed why
   SERVED_NAME="${SERVED_NAME:-$MODEL}"
 fi
 

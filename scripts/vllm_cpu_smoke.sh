@@ -33,7 +33,7 @@ for arg in "$@"; do
     --skip-local) RUN_LOCAL=0 ;;
     --concurrency-bench) RUN_BENCH=1 ;;
     --bench-only) RUN_BENCH=1 RUN_LOCAL=0 RUN_CHECKS=0 ;;
-    -h|--help) sed -n '2,17p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,16p' "$0"; exit 0 ;;
     *) echo "error: unknown option $arg (see --help)" >&2; exit 2 ;;
   esac
 done
