@@ -166,3 +166,9 @@ def test_short_qa_joins_question_and_answer():
     check_claim(Claim("Paris.", question="What is the capital of France?"), EVIDENCE, Agents(engine=engine),
                 DebateConfig(max_rounds=0, min_rounds=0))
     assert "[text]: What is the capital of France? Paris." in engine.requests[0].messages[1]["content"]
+
+
+def test_engine_reported_failure_is_not_retried():
+    engine = FakeEngine(responder=lambda r: RuntimeError("server down"))
+    run(engine, min_rounds=0, max_rounds=0)
+    assert len(engine.requests) == 1  # the engine already retried its transport: final

@@ -2,7 +2,8 @@
 
 Engines only turn requests into text (``_complete``). Parsing and JSON-schema validation happen here,
 once, for every engine: a reply that does not validate is retried (sampled, with a new seed) and, if it
-still fails, returned with ``error`` set, never raised. A bad model reply is data, not a crash.
+still fails, returned with ``error`` set, never raised. A bad model reply is data, not a crash. A failure
+the engine reports itself (a server that stayed down through its own retries) is final.
 """
 
 from __future__ import annotations
@@ -141,11 +142,13 @@ class Engine:
                     res.cached_tokens += prev.cached_tokens
                     res.latency_s += prev.latency_s
                 res.attempts = attempt
+                # an engine-reported failure is final (the engine already retried its transport);
+                # only a reply that does not validate is asked again
                 if res.error is None:
                     res.parsed, res.error = validate_reply(res.text, requests[i].schema)
+                    if res.error is not None and attempt <= self.max_retries:
+                        still.append(i)
                 results[i] = res
-                if res.error is not None and attempt <= self.max_retries:
-                    still.append(i)
             pending = still
         return results  # type: ignore[return-value]
 
