@@ -69,7 +69,9 @@ class Embedder:
     CPUs with AVX512-BF16; cosine ≈ 0.9999 to the float32 vectors).
     """
 
-    def __init__(self, model: str | None = None, device: str | None = None, dtype: str | None = None, batch_size: int = 64):
+    def __init__(
+        self, model: str | None = None, device: str | None = None, dtype: str | None = None, batch_size: int = 64
+    ):
         self.name = model or default_model()
         self.path = resolve_model_path(self.name)
         self.device = device

@@ -7,7 +7,9 @@ from typing import Hashable, Sequence
 RRF_K = 60
 
 
-def rrf(rankings: Sequence[Sequence[Hashable]], k: int = RRF_K, limit: int | None = None) -> list[tuple[Hashable, float]]:
+def rrf(
+    rankings: Sequence[Sequence[Hashable]], k: int = RRF_K, limit: int | None = None
+) -> list[tuple[Hashable, float]]:
     """Fuse ranked lists of ids (best first) into one ``(id, score)`` list, best first.
 
     Every id in any list appears once (the union); ties keep the order of first appearance across the
