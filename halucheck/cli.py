@@ -232,6 +232,75 @@ def _print_summary(summary: dict, out_dir: Path) -> None:
     typer.echo(f"  report:  {out_dir / 'report.html'}")
 
 
+@app.command("eval")
+def eval_cmd(
+    dirs: Optional[list[Path]] = typer.Argument(None, help="With --compare: the run directories to tabulate."),
+    dataset: Optional[list[str]] = typer.Option(
+        None, "--dataset", "-d", help="Labeled set (repeatable): factool-qa, factool-qa-response, factcheck-gpt, wice, "
+        "halueval-qa, halueval-general, halueval2, truthfulqa."),
+    verifier: str = typer.Option("debate", "--verifier", "-v", help="debate, selfcheck, selfcheck-3shot, judge-likert, "
+                                 "prometheus, lynx, consistency or nli."),
+    split: str = typer.Option("dev", "--split", help="dev (prompt work) or test (reporting only)."),
+    limit: Optional[int] = typer.Option(None, "--limit", "-n", help="First N items of each dataset's split."),
+    out: Optional[Path] = typer.Option(None, "--out", "-o", help="Run directory (default runs/eval/<verifier>-<profile>-<datasets>-<split>)."),
+    compare: bool = typer.Option(False, "--compare", help="Print one markdown table of the run directories given as arguments."),
+    name: Optional[str] = typer.Option(None, "--name", help="The run's label in metrics.json and tables (default verifier/profile)."),
+    profile: Optional[str] = typer.Option(None, "--profile", "-p", help="Profile from models.yaml for every role."),
+    role: Optional[list[str]] = typer.Option(None, "--role", help="ROLE=PROFILE for one role (repeatable)."),
+    policy: str = typer.Option("true-skeptic", help="Debate transition policy: true-skeptic, true-trust, always-trust, always-skeptic."),
+    min_rounds: int = typer.Option(2, help="Debate states to run at least, before a consensus may stop."),
+    max_rounds: int = typer.Option(4, help="Debate states to run at most."),
+    samples: int = typer.Option(3, help="consistency: sampled verdicts per item."),
+    max_evidence: int = typer.Option(10, help="Evidence passages per item, the most relevant by BM25 (0 = all)."),
+    nli_model: Optional[Path] = typer.Option(None, "--nli-model", help="nli: a local sentence-transformers CrossEncoder folder."),
+    config: Optional[Path] = typer.Option(None, "--config", help="Path to models.yaml."),
+) -> None:
+    """Score a verifier on a labeled set (predictions.jsonl + metrics.json with bootstrap 95 % intervals),
+    or with --compare, print one table of several runs."""
+    try:
+        from halucheck.evaluation import compare as compare_runs
+
+        if compare or dirs:
+            if not compare:
+                raise HalucheckError("run directories given without --compare; use: halucheck eval --compare DIR1 DIR2 ...")
+            if not dirs:
+                raise HalucheckError("--compare needs run directories: halucheck eval --compare DIR1 DIR2 ...")
+            typer.echo(compare_runs([str(d) for d in dirs]), nl=False)
+            return
+        if not dataset:
+            raise HalucheckError("--dataset is required (e.g. --dataset wice); or --compare DIR1 DIR2 ...")
+        if limit is not None and limit < 1:
+            raise HalucheckError("--limit must be at least 1")
+        if samples < 0 or max_evidence < 0:
+            raise HalucheckError("--samples and --max-evidence must be 0 or more")
+        from halucheck.debate import DebateConfig
+        from halucheck.evaluation.harness import default_out, nli_model_path, run_eval
+        from halucheck.evaluation.verifiers import VerifierOptions, get_verifier
+
+        options = VerifierOptions(
+            debate=DebateConfig(policy=policy, min_rounds=min_rounds, max_rounds=max_rounds),
+            samples=samples, nli_model=nli_model_path(nli_model, config) if verifier == "nli" else None,
+        )
+        v = get_verifier(verifier, options)
+        settings = _settings(config, profile, role) if v.uses_llm else None
+        prof = settings.profile_for("initial").name if settings else None
+        out_dir = out or default_out(verifier, dataset, split, prof)
+        try:
+            result = run_eval(dataset, verifier, settings, out_dir, split=split, limit=limit, options=options,
+                              max_evidence=max_evidence, label=name, log=lambda m: typer.echo(m, err=True))
+        finally:
+            if settings is not None:
+                settings.close()
+    except HalucheckError as exc:
+        fail(str(exc))
+    cost = result.metrics["cost"]
+    typer.echo(compare_runs([str(out_dir)]), nl=False)
+    typer.echo(f"\n{result.items} items; {cost['llm_calls']} LLM calls, {cost['invalid_replies']} invalid replies, "
+               f"{cost['wall_time_s']}s")
+    typer.echo(f"  predictions: {out_dir / 'predictions.jsonl'}")
+    typer.echo(f"  metrics:     {out_dir / 'metrics.json'}")
+
+
 @models_app.command("list")
 def models_list() -> None:
     """List the known local models and whether each is ready."""

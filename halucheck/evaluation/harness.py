@@ -1,0 +1,236 @@
+"""``halucheck eval``: load labeled items -> one verifier -> ``predictions.jsonl`` + ``metrics.json``.
+
+The harness owns what every verifier must share to be compared fairly: the items, the evidence each
+item is shown (:func:`select_evidence`), and the cost accounting. Cost is counted by a same-interface
+wrapper around every engine the run creates (:class:`MeteredEngine`), so the debate and the baselines
+are measured the same way: engine calls (retries included), prompt and completion tokens from the
+Results, invalid replies, and the wall time of the verify step (model loading included).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import threading
+import time
+from collections import Counter
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Callable, Sequence
+
+from halucheck.engines.base import Engine, Request, Result
+from halucheck.errors import InputError
+from halucheck.evaluation.datasets import EvalItem, load
+from halucheck.evaluation.metrics import N_BOOT
+from halucheck.evaluation.report import METRICS_FILE, RunCost, write_run
+from halucheck.evaluation.verifiers import VerifierOptions, get_verifier
+
+if TYPE_CHECKING:
+    from halucheck.config import Settings
+
+MAX_EVIDENCE = 10  # passages per item shown to every verifier (0 = all)
+
+
+class MeteredEngine(Engine):
+    """Wraps ``inner`` and counts what it spends; everything else is the inner engine's."""
+
+    name = "meter"
+
+    def __init__(self, inner: Engine, meter: "Meter") -> None:
+        # no super().__init__: model, batch size and call count are the inner engine's
+        self.inner, self.meter = inner, meter
+        self.model, self.options = inner.model, {}
+        self.max_batch = inner.max_batch
+        self.streaming = getattr(inner, "streaming", False)
+
+    def generate(self, requests: Sequence[Request]) -> list[Result]:
+        results = self.inner.generate(requests)
+        self.meter.add(results)
+        return results
+
+    @property
+    def calls(self) -> int:  # type: ignore[override]
+        return self.inner.calls
+
+    def close(self) -> None:
+        self.inner.close()
+
+
+class Meter:
+    """Totals over every Result of a run (thread-safe: server engines answer from threads)."""
+
+    def __init__(self) -> None:
+        self.llm_calls = self.prompt_tokens = self.completion_tokens = 0
+        self.replies = self.invalid_replies = self.retried = 0
+        self._lock = threading.Lock()
+
+    def add(self, results: Sequence[Result]) -> None:
+        with self._lock:
+            for r in results:
+                self.replies += 1
+                self.llm_calls += r.attempts  # a cached reply reports 0 attempts: no call made
+                self.prompt_tokens += r.prompt_tokens
+                self.completion_tokens += r.completion_tokens
+                self.invalid_replies += r.error is not None
+                self.retried += r.attempts > 1
+
+    def install(self, settings: "Settings") -> None:
+        """Wrap every engine ``settings`` creates from now on (keeping any wrapper already set)."""
+        previous = settings.wrap
+
+        def wrap(engine: Engine) -> Engine:
+            return MeteredEngine(previous(engine) if previous else engine, self)
+
+        settings.wrap = wrap
+
+
+_WORD = re.compile(r"(?u)\b\w\w+\b")
+_STOP = frozenset(
+    "the and for are was were with that this from which what who whom whose has have had not but its "
+    "his her their our your they them she him you been being into than then there these those also "
+    "can could would should will may might does did done more most other some such only over about".split()
+)
+
+
+def _terms(text: str) -> list[str]:
+    return [t for t in _WORD.findall(text.lower()) if t not in _STOP]
+
+
+def select_evidence(claim: str, passages: Sequence[str], k: int = MAX_EVIDENCE) -> list[str]:
+    """The ``k`` passages most relevant to ``claim`` by BM25 over the item's own passages, in their
+    original order; all of them when there are ``k`` or fewer (or ``k`` is 0).
+
+    Sets such as WiCE cite whole articles (median ~960 words, up to ~17k): the paper's own answer for
+    long sources is the top sentences by similarity to the claim, which keeps every verifier's prompt
+    within a small model's reach and the same for all verifiers.
+    """
+    passages = list(passages)
+    if k <= 0 or len(passages) <= k:
+        return passages
+    docs = [_terms(p) for p in passages]
+    n = len(docs)
+    avg = sum(len(d) for d in docs) / n or 1.0
+    df = Counter(t for d in docs for t in set(d))
+    k1, b = 1.5, 0.75
+    query = set(_terms(claim))
+    scores = []
+    for i, d in enumerate(docs):
+        tf = Counter(d)
+        s = 0.0
+        for t in query:
+            if tf[t]:
+                idf = math.log(1 + (n - df[t] + 0.5) / (df[t] + 0.5))
+                s += idf * tf[t] * (k1 + 1) / (tf[t] + k1 * (1 - b + b * len(d) / avg))
+        scores.append((s, -i))
+    keep = sorted(range(n), key=lambda i: scores[i], reverse=True)[:k]
+    return [passages[i] for i in sorted(keep)]
+
+
+@dataclass
+class EvalResult:
+    """What a finished eval run produced: its folder, the metrics dict (as written) and the cost."""
+
+    out: Path
+    metrics: dict
+    items: int
+
+
+def load_items(datasets: Sequence[str], split: str = "dev", limit: int | None = None) -> list[EvalItem]:
+    """Items of every dataset (``limit`` applies per dataset), in order."""
+    items: list[EvalItem] = []
+    for name in datasets:
+        items += load(name, split=split, limit=limit)
+    if not items:
+        raise InputError(f"no items in {', '.join(datasets)} ({split} split, limit {limit}); raise --limit")
+    return items
+
+
+def run_eval(
+    datasets: Sequence[str],
+    verifier: str,
+    settings: "Settings | None",
+    out: str | Path,
+    split: str = "dev",
+    limit: int | None = None,
+    options: VerifierOptions | None = None,
+    max_evidence: int = MAX_EVIDENCE,
+    label: str | None = None,
+    log: Callable[[str], None] | None = None,
+    n_boot: int | None = None,
+) -> EvalResult:
+    """Run ``verifier`` on ``datasets`` and write the run folder ``out``; returns its metrics.
+
+    ``label`` names the run in metrics.json and the comparison table (default: verifier/profile);
+    ``n_boot`` the bootstrap resamples (default :data:`N_BOOT`).
+    """
+    log = log or (lambda _m: None)
+    v = get_verifier(verifier, options)
+    v.check()
+    items = load_items(datasets, split, limit)
+    shown = [replace(it, evidence=select_evidence(it.claim, it.evidence, max_evidence)) for it in items]
+    meter = Meter()
+    profile = None
+    if v.uses_llm:
+        if settings is None:
+            raise InputError(f"verifier {verifier!r} needs models: load settings (models.yaml) first")
+        meter.install(settings)
+        profile = settings.profile_for("initial")
+    log(f"{v.name}: {len(items)} items of {', '.join(datasets)} ({split})"
+        + (f" on profile {profile.name} ({profile.engine}: {profile.model})" if profile else ""))
+    t0 = time.perf_counter()
+    preds = v.predict(shown, settings)
+    wall = time.perf_counter() - t0
+    if len(preds) != len(items):  # a verifier bug, not a user error
+        raise RuntimeError(f"{v.name} returned {len(preds)} predictions for {len(items)} items")
+    cost = {
+        **RunCost(meter.llm_calls, meter.prompt_tokens, meter.completion_tokens, round(wall, 2)).__dict__,
+        "replies": meter.replies,
+        "invalid_replies": meter.invalid_replies,
+        "retried_replies": meter.retried,
+    }
+    name = label or (f"{v.name}/{profile.name}" if profile else v.name)
+    metrics = write_run(out, items, preds, cost, verifier=name, split=split,
+                        n_boot=N_BOOT if n_boot is None else n_boot)
+    # how the run was made, beside the metrics (read_run returns it too)
+    metrics["settings"] = {
+        "verifier": v.name,
+        "datasets": list(datasets),
+        "limit": limit,
+        "max_evidence": max_evidence,
+        **({"profile": profile.name, "engine": profile.engine, "model": profile.model} if profile else {}),
+        **v.describe(),
+    }
+    path = Path(out) / METRICS_FILE
+    path.write_text(json.dumps(metrics, indent=2, ensure_ascii=False, allow_nan=False) + "\n", encoding="utf-8")
+    return EvalResult(Path(out), metrics, len(items))
+
+
+def default_out(verifier: str, datasets: Sequence[str], split: str, profile: str | None) -> Path:
+    """``runs/eval/<verifier>[-<profile>]-<datasets>-<split>``."""
+    parts = [verifier] + ([profile] if profile else []) + ["+".join(datasets), split]
+    return Path("runs") / "eval" / "-".join(parts)
+
+
+def nli_model_path(flag: str | Path | None = None, config: str | Path | None = None) -> str | None:
+    """The NLI CrossEncoder folder: ``--nli-model`` > ``$HALUCHECK_NLI_MODEL`` > ``nli_model:`` in models.yaml."""
+    import os
+
+    if flag:
+        return str(flag)
+    if os.environ.get("HALUCHECK_NLI_MODEL"):
+        return os.environ["HALUCHECK_NLI_MODEL"]
+    import yaml
+
+    from halucheck.config import find_config
+
+    try:
+        raw = yaml.safe_load(find_config(config).read_text(encoding="utf-8")) or {}
+    except (OSError, yaml.YAMLError):
+        return None
+    value = raw.get("nli_model") if isinstance(raw, dict) else None
+    return str(Path(value).expanduser()) if value else None
+
+
+__all__ = ["MAX_EVIDENCE", "EvalResult", "Meter", "MeteredEngine", "default_out", "load_items", "nli_model_path",
+           "run_eval", "select_evidence"]

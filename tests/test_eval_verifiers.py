@@ -1,0 +1,330 @@
+"""The eval verifiers and harness with a fake engine: score mappings, batching, cost, files, CLI."""
+
+import json
+import math
+import re
+from itertools import count
+
+import pytest
+from typer.testing import CliRunner
+
+from halucheck.cli import app
+from halucheck.config import Settings
+from halucheck.engines import register
+from halucheck.engines.base import Result
+from halucheck.engines.fake import FakeEngine
+from halucheck.evaluation import EvalItem, Prediction, harness, verifiers
+from halucheck.evaluation.harness import run_eval, select_evidence
+from halucheck.evaluation.verifiers import (
+    VERIFIERS,
+    VerifierOptions,
+    consistency_score,
+    debate_score,
+    decision_score,
+    get_verifier,
+    likert_score,
+    text_of,
+    value_token_prob,
+)
+from halucheck.debate import DebateConfig
+from halucheck.errors import ConfigError
+from halucheck.records import Turn, Verdict
+
+runner = CliRunner()
+_names = count()
+
+
+def settings_with(engine):
+    """Settings whose every role is served by ``engine`` (registered under a fresh name)."""
+    name = f"scripted-{next(_names)}"
+    register(name, lambda model="", **kw: engine)
+    return Settings.from_dict({"profiles": {"p": {"engine": name}}})
+
+
+def items(n=4, evidence=("Paris is the capital of France.",)):
+    return [
+        EvalItem(id=f"t:{i}", dataset="toy", claim=f"Claim number {i}.", label=i % 2 == 0, group=f"t:{i}",
+                 position=i, evidence=list(evidence))
+        for i in range(n)
+    ]
+
+
+class LogprobEngine(FakeEngine):
+    """Fake engine that also returns per-token logprobs: the decision token gets log(p), others 0."""
+
+    def __init__(self, p, **kw):
+        super().__init__(**kw)
+        self.p = p
+
+    def _complete(self, requests):
+        out = super()._complete(requests)
+        for req, res in zip(requests, out):
+            if req.logprobs and res.error is None:
+                toks = re.findall(r"\s*(?:\w+|[^\w\s])", res.text)
+                assert "".join(toks) == res.text
+                res.logprobs = [(t, math.log(self.p) if t.strip() in ("true", "false", "PASS", "FAIL") else 0.0)
+                                for t in toks]
+        return out
+
+
+# ---------------------------------------------------------------- score mappings
+
+
+def test_likert_mapping_five_is_low_hallucination():
+    assert likert_score(5) == 0.0 and likert_score(1) == 1.0 and likert_score(3) == 0.5
+    eng = FakeEngine()
+    eng.enqueue({"explanation": "fine", "score": 5}, {"explanation": "bad", "score": 1},
+                {"explanation": "so so", "score": 3}, {"explanation": "good", "score": 4})
+    preds = get_verifier("judge-likert").predict(items(4), settings_with(eng))
+    assert [(p.prediction, p.score) for p in preds] == [(False, 0.0), (True, 1.0), (True, 0.5), (False, 0.25)]
+    assert eng.batch_sizes == [4]  # every item's request in one generate call
+
+
+def test_prometheus_rubric_mapping():
+    eng = FakeEngine()
+    eng.enqueue({"feedback": "x", "score": 2}, {"feedback": "y", "score": 5})
+    preds = get_verifier("prometheus").predict(items(2), settings_with(eng))
+    assert [(p.prediction, p.score) for p in preds] == [(True, 0.75), (False, 0.0)]
+
+
+def test_lynx_fail_is_hallucinated_with_token_probability():
+    eng = LogprobEngine(0.8)
+    eng.enqueue({"REASONING": "It adds a date.", "SCORE": "FAIL"}, {"REASONING": "It matches.", "SCORE": "PASS"})
+    preds = get_verifier("lynx").predict(items(2), settings_with(eng))
+    assert preds[0].prediction is True and preds[0].score == pytest.approx(0.8)
+    assert preds[1].prediction is False and preds[1].score == pytest.approx(0.2)
+    assert all(r.logprobs for r in eng.requests)
+    # without logprobs the score is the hard decision
+    eng = FakeEngine()
+    eng.enqueue({"REASONING": "r", "SCORE": "FAIL"})
+    assert get_verifier("lynx").predict(items(1), settings_with(eng))[0].score == 1.0
+
+
+def test_selfcheck_token_probability_and_fallback():
+    eng = LogprobEngine(0.9)
+    eng.enqueue({"reasoning": "Contradicted by passage one.", "factuality": False},
+                {"reasoning": "Supported by passage one.", "factuality": True})
+    preds = get_verifier("selfcheck").predict(items(2), settings_with(eng))
+    assert (preds[0].prediction, preds[0].score) == (True, pytest.approx(0.9))
+    assert (preds[1].prediction, preds[1].score) == (False, pytest.approx(0.1))
+    assert decision_score(True, None) == 1.0 and decision_score(False, None) == 0.0
+    # a token probability below 0.5 (reported before the schema mask) never flips the decision
+    assert decision_score(True, 1e-6) == 0.5 and decision_score(False, 0.3) == 0.5
+    assert decision_score(True, 0.8) == pytest.approx(0.8) and decision_score(False, 0.8) == pytest.approx(0.2)
+
+
+def test_value_token_prob_reads_the_decision_not_the_reasoning():
+    text = '{"reasoning": "the word \\"factuality\\": true appears here", "factuality": false}'
+    toks = re.findall(r"\s*(?:\w+|[^\w\s])", text)
+    lps = [(t, math.log(0.6) if t.strip() == "false" else math.log(0.99)) for t in toks]
+    assert value_token_prob(Result(text=text, logprobs=lps), "factuality") == pytest.approx(0.6)
+    assert value_token_prob(Result(text=text, logprobs=None), "factuality") is None
+    assert value_token_prob(Result(text=text, logprobs=[("x", 0.0)]), "factuality") is None  # key not in tokens
+    # a multi-byte character decoded token by token does not shift the decision
+    odd = [("{\"reasoning\": \"caf", 0.0), ("\ufffd", 0.0), ("\ufffd\", ", 0.0), ("\"factuality\": ", 0.0),
+           ("true", math.log(0.7)), ("}", 0.0)]
+    assert value_token_prob(Result(text="x", logprobs=odd), "factuality") == pytest.approx(0.7)
+
+
+def test_selfcheck_3shot_adds_three_worked_examples():
+    eng = FakeEngine()
+    get_verifier("selfcheck-3shot").predict(items(1), settings_with(eng))
+    msgs = eng.requests[0].messages
+    assert [m["role"] for m in msgs] == ["system"] + ["user", "assistant"] * 3 + ["user"]
+    assert all(json.loads(m["content"]) for m in msgs if m["role"] == "assistant")
+    assert "Paris is the capital of France." in msgs[-1]["content"] and "Claim number 0." in msgs[-1]["content"]
+
+
+def test_consistency_agreement_math():
+    # greedy says hallucinated with token p=0.9; samples 2 of 3 hallucinated; reflection "correct"
+    s = consistency_score(True, 0.9, [True, True, False], "correct")
+    assert s == pytest.approx(0.7 * (0.9 + 1 + 1 + 0) / 4 + 0.3 * 1.0)
+    # greedy says factual (P(halluc) 0.2), all samples factual, reflection "incorrect" -> reflected 1.0
+    assert consistency_score(False, 0.8, [False] * 3, "incorrect") == pytest.approx(0.7 * 0.2 / 4 + 0.3)
+    assert consistency_score(False, None, [False], "not sure") == pytest.approx(0.7 * 0 + 0.3 * 0.5)
+    assert consistency_score(None, None, [True, False], None) == 0.5  # no greedy: samples alone
+    assert consistency_score(None, None, [], None) is None
+
+
+def test_consistency_batches_samples_then_reflection():
+    def responder(req):
+        if req.tag.endswith("reflect"):
+            return {"reasoning": "ok", "rating": "correct"}
+        return {"reasoning": "r", "factuality": req.sampling.temperature > 0}  # greedy: not factual, samples: factual
+
+    eng = FakeEngine(responder=responder)
+    v = get_verifier("consistency", VerifierOptions(samples=3, seed=10))
+    preds = v.predict(items(2), settings_with(eng))
+    assert eng.batch_sizes == [2 * 4, 2]  # greedy + samples in one call, then all reflections in one
+    sampled = [r for r in eng.requests[:8] if r.sampling.temperature > 0]
+    assert len(sampled) == 6 and {r.sampling.seed for r in sampled} == {11, 12, 13}
+    expected = consistency_score(True, None, [False] * 3, "correct")
+    assert [p.score for p in preds] == [pytest.approx(expected)] * 2
+    assert all(p.prediction == (expected >= 0.5) for p in preds)
+
+
+def test_debate_maps_verdict_confidence_to_score():
+    t = Turn("S0", "initial", "o", False, 3)
+    assert debate_score(Verdict(False, 3, 0.75, [t])) == Prediction(True, 0.75)
+    assert debate_score(Verdict(True, 0, 0.75, [t])) == Prediction(False, 0.25)
+    undecided = debate_score(Verdict(None, None, 0.0, [], error="no agent gave a valid reply"))
+    assert undecided.prediction is None and "valid reply" in undecided.error
+
+
+def test_debate_verifier_runs_the_scheduler_with_the_items_evidence():
+    eng = FakeEngine(reply={"factuality": False, "error_severity": 4, "opinion": "Contradicted."})
+    v = get_verifier("debate", VerifierOptions(debate=DebateConfig(min_rounds=2, max_rounds=2)))
+    preds = v.predict(items(3), settings_with(eng))
+    assert [(p.prediction, p.score) for p in preds] == [(True, 1.0)] * 3
+    assert len(eng.requests) == 3 * 7
+    assert all("Paris is the capital of France." in r.messages[1]["content"] for r in eng.requests)
+    assert max(eng.batch_sizes) == 3  # the three debates advance together
+
+
+def test_invalid_replies_make_the_item_missing():
+    eng = FakeEngine(responder=lambda req: "not json at all")
+    preds = get_verifier("selfcheck").predict(items(2), settings_with(eng))
+    assert all(p.prediction is None and p.score is None and "JSON" in p.error for p in preds)
+
+
+def test_text_of_keeps_the_question_for_qa_and_responses():
+    qa = EvalItem("q:0", "halueval-qa", "Who? Bob.", False, "g", 0, question="Who?", answer="Bob.")
+    resp = EvalItem("r:0", "factool-qa-response", "A long answer.", True, "g", 0, question="Q?", response="A long answer.")
+    claim = EvalItem("c:0", "factool-qa", "One claim.", True, "g", 0, question="Q?", response="A long answer.")
+    assert text_of(qa) == ("Who?", "Bob.") and text_of(resp) == ("Q?", "A long answer.")
+    assert text_of(claim) == (None, "One claim.")
+
+
+def test_unknown_verifier_suggests_a_name():
+    with pytest.raises(ConfigError, match="Did you mean 'selfcheck'"):
+        get_verifier("selfchek")
+    assert set(VERIFIERS) == {"debate", "selfcheck", "selfcheck-3shot", "judge-likert", "prometheus", "lynx",
+                              "consistency", "nli"}
+
+
+# ---------------------------------------------------------------- nli
+
+
+class FakeCrossEncoder:
+    class config:
+        id2label = {0: "contradiction", 1: "entailment", 2: "neutral"}
+
+    num_labels = 3
+
+    def predict(self, pairs, apply_softmax=False, **kw):
+        return [[0.1, 0.8, 0.1] if "Paris" in premise and "France" in hyp else [0.7, 0.1, 0.2]
+                for premise, hyp in pairs]
+
+
+def test_nli_uses_max_entailment_over_passages(monkeypatch, tmp_path):
+    monkeypatch.setattr(verifiers, "load_cross_encoder", lambda path: FakeCrossEncoder())
+    its = items(2, evidence=("Paris is in France.", "Berlin is in Germany."))
+    its[1].claim = "Rome is in Italy."
+    its[0].claim = "Paris is in France."
+    preds = get_verifier("nli", VerifierOptions(nli_model=str(tmp_path))).predict(its, None)
+    assert (preds[0].prediction, preds[0].score) == (False, pytest.approx(0.2))
+    assert (preds[1].prediction, preds[1].score) == (True, pytest.approx(0.9))
+
+
+def test_nli_without_a_model_says_how_to_get_one():
+    with pytest.raises(ConfigError, match="PyPI.*--nli-model"):
+        get_verifier("nli").check()
+
+
+# ---------------------------------------------------------------- harness
+
+
+@pytest.fixture
+def toy_sets(monkeypatch):
+    def fake_load(name, split="dev", limit=None):
+        its = [EvalItem(id=f"{name}:{i}", dataset=name, claim=f"{name} claim {i}", label=i % 2 == 0,
+                        group=f"{name}:{i}", position=i, evidence=[f"passage {j}" for j in range(15)])
+               for i in range(6)]
+        return its[:limit] if limit else its
+
+    monkeypatch.setattr(harness, "load", fake_load)
+    monkeypatch.setattr(harness, "N_BOOT", 50)  # the intervals' arithmetic is tested in test_eval_metrics
+
+
+def test_harness_writes_predictions_metrics_and_cost(tmp_path, toy_sets):
+    eng = FakeEngine()
+    eng.enqueue(*[{"explanation": "e", "score": s} for s in (1, 5, 2, 4, 3, 5, 1, 1)])
+    out = tmp_path / "run"
+    res = run_eval(["a", "b"], "judge-likert", settings_with(eng), out, limit=4, max_evidence=3)
+    assert eng.batch_sizes == [8]  # both datasets' items in one call
+    rows = [json.loads(line) for line in (out / "predictions.jsonl").read_text().splitlines()]
+    assert len(rows) == 8 and rows[0]["id"] == "a:0"
+    for r in rows:
+        assert isinstance(r["label"], bool) and isinstance(r["prediction"], bool) and 0 <= r["score"] <= 1
+    assert [r["score"] for r in rows[:2]] == [1.0, 0.0]
+    m = json.loads((out / "metrics.json").read_text())
+    assert set(m["results"]) == {"a", "b"} and m["results"]["a"]["n"] == 4
+    auroc = m["results"]["a"]["metrics"]["auroc"]
+    assert {"value", "ci_low", "ci_high"} <= set(auroc)
+    cost = m["cost"]
+    assert cost["llm_calls"] == 8 and cost["invalid_replies"] == 0 and cost["wall_time_s"] >= 0
+    assert cost["prompt_tokens"] == sum(sum(len(x["content"].split()) for x in r.messages) for r in eng.requests)
+    assert cost["completion_tokens"] > 0
+    assert m["settings"]["max_evidence"] == 3 and m["verifier"] == "judge-likert/p" == res.metrics["verifier"]
+    # every verifier saw the 3 selected passages, not 15
+    assert all(r.messages[-1]["content"].count("passage") == 3 for r in eng.requests)
+
+
+def test_harness_counts_retries_and_missing(tmp_path, toy_sets):
+    eng = FakeEngine(responder=lambda req: "garbage")
+    run_eval(["a"], "selfcheck", settings_with(eng), tmp_path / "r", limit=2)
+    m = json.loads((tmp_path / "r" / "metrics.json").read_text())
+    assert m["results"]["a"]["n_missing"] == 2
+    assert m["cost"]["llm_calls"] == 2 * 3 and m["cost"]["invalid_replies"] == 2  # 1 try + 2 retries each
+
+
+def test_select_evidence_keeps_relevant_passages_in_order():
+    passages = ["The weather was mild.", "Irene Hervey was born in 1909.", "Film list follows.",
+                "Hervey died in 1998 in California.", "Unrelated trivia."]
+    assert select_evidence("Irene Hervey (1909-1998) was an actress.", passages, 2) == [passages[1], passages[3]]
+    assert select_evidence("x", passages, 0) == passages and select_evidence("x", passages[:2], 5) == passages[:2]
+
+
+# ---------------------------------------------------------------- CLI
+
+CONFIG = """
+default_profile: fake
+profiles:
+  fake:
+    engine: fake
+    reply: {factuality: false, error_severity: 4, opinion: "Contradicted."}
+"""
+
+
+@pytest.fixture
+def config(tmp_path):
+    p = tmp_path / "models.yaml"
+    p.write_text(CONFIG)
+    return p
+
+
+def test_cli_eval_and_compare(tmp_path, config, toy_sets):
+    d1, d2 = tmp_path / "debate", tmp_path / "selfcheck"
+    r = runner.invoke(app, ["eval", "-d", "a", "-n", "4", "--config", str(config), "-o", str(d1), "--max-rounds", "2"])
+    assert r.exit_code == 0, r.output
+    assert "debate/fake" in r.stdout and (d1 / "predictions.jsonl").is_file()
+    r = runner.invoke(app, ["eval", "-d", "a", "-n", "4", "-v", "selfcheck", "--config", str(config), "-o", str(d2)])
+    assert r.exit_code == 0, r.output
+    r = runner.invoke(app, ["eval", "--compare", str(d1), str(d2)])
+    assert r.exit_code == 0, r.output
+    lines = [line for line in r.stdout.splitlines() if line.startswith("|")]
+    assert lines[0].startswith("| verifier | dataset") and "AUROC" in lines[0]
+    assert len(lines) == 4 and "debate/fake" in lines[2] and "selfcheck/fake" in lines[3]
+
+
+def test_cli_eval_errors_are_one_line(tmp_path, config):
+    r = runner.invoke(app, ["eval", "-v", "nli", "-d", "wice", "--config", str(config)])
+    assert r.exit_code == 1 and "PyPI" in r.output and len(r.output.strip().splitlines()) == 1
+    r = runner.invoke(app, ["eval", "--config", str(config)])
+    assert r.exit_code == 1 and "--dataset is required" in r.output
+    r = runner.invoke(app, ["eval", "-d", "wice", "-v", "judge", "--config", str(config)])
+    assert r.exit_code == 1 and "unknown verifier" in r.output
+    r = runner.invoke(app, ["eval", "--compare"])
+    assert r.exit_code == 1 and "needs run directories" in r.output
+    r = runner.invoke(app, ["eval", "--compare", str(tmp_path / "nope")])
+    assert r.exit_code == 1 and "not found" in r.output
