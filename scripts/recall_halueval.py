@@ -3,7 +3,9 @@
 
 Uses the dev split of ``qa_data_first1000.json`` (record position % 5 != 4, see datasets/SPLITS.md). The
 paragraphs are written to a scratch folder as one .jsonl (never into the repository) and indexed with the
-real `build_index`; a question counts as a hit at k when a chunk of its own paragraph is in the top k.
+real `build_index`; a question counts as a hit at k when a chunk of its own paragraph (or a passage whose
+text is part of that paragraph) is in the top k. With --workdir pointing at an existing index folder (e.g.
+the benchmark's), the paragraphs are added to its corpus and the other passages act as distractors.
 Exits 0 with a note when the dataset is absent.
 
     python scripts/recall_halueval.py [--data ../shared/datasets/halueval] [--split dev] [-k 10]
@@ -64,14 +66,17 @@ def main() -> None:
 
     questions = [r["question"] for r in items]
     targets = [f"{corpus / 'knowledge.jsonl'}#L{line_of[r['knowledge']]}" for r in items]
+    paragraphs = [r["knowledge"] for r in items]
     with Index.open(db) as index:
         for mode in MODES:
             t = time.perf_counter()
             results = index.search_many(questions, k=args.k, mode=mode)
             ms = (time.perf_counter() - t) * 1000 / len(questions)
             ranks = []
-            for hits, target in zip(results, targets):
-                ranks.append(next((i for i, h in enumerate(hits, 1) if h.source == target), None))
+            for hits, target, para in zip(results, targets, paragraphs):
+                ranks.append(
+                    next((i for i, h in enumerate(hits, 1) if h.source == target or h.text in para), None)
+                )
             recall = sum(r is not None for r in ranks) / len(ranks)
             r1 = sum(r == 1 for r in ranks) / len(ranks)
             mrr = sum(1 / r for r in ranks if r) / len(ranks)
