@@ -397,7 +397,7 @@ def search_cmd(
     if not hits:
         typer.echo("no hits")
     for rank, h in enumerate(hits, 1):
-        typer.echo(f"{rank:>2}. {h.score:.4f}  {h.source}:{h.start}-{h.end}")
+        typer.echo(f"{rank:>2}. {h.score:.5f}  {h.source}:{h.start}-{h.end}")
         text = " ".join(h.text.split())
         typer.echo(f"    {text[:300]}{'...' if len(text) > 300 else ''}")
 
@@ -465,6 +465,6 @@ def search_cmd(
     if not hits:
         typer.echo("no hits")
     for rank, h in enumerate(hits, 1):
-        typer.echo(f"{rank:>2}. {h.score:.4f}  {h.source}:{h.start}-{h.end}")
+        typer.echo(f"{rank:>2}. {h.score:.5f}  {h.source}:{h.start}-{h.end}")
         text = " ".join(h.text.split())
         typer.echo(f"    {text[:300]}{'...' if len(text) > 300 else ''}")

@@ -88,6 +88,13 @@ class Embedder:
             import torch
             from sentence_transformers import SentenceTransformer
 
+            try:  # no "Loading weights" bar on every search
+                from transformers.utils import logging as hf_logging
+
+                hf_logging.disable_progress_bar()
+            except ImportError:
+                pass
+
             kwargs = {}
             if self.dtype != "float32":
                 kwargs["model_kwargs"] = {"torch_dtype": getattr(torch, self.dtype)}
