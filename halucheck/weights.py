@@ -159,7 +159,9 @@ def locate_parts(spec: ModelSpec) -> list[Path]:
         parts.extend(found)
     if problems:
         shown = ", ".join(problems[:3]) + (f" and {len(problems) - 3} more" if len(problems) > 3 else "")
-        raise ModelNotInstalled(f"model {spec.name!r} is not installed (missing {shown}); {spec.install_hint}")
+        raise ModelNotInstalled(
+            f"model {spec.name!r} is not installed (missing {shown}); {spec.install_hint}"
+        )
     return parts
 
 
@@ -183,7 +185,9 @@ def resolve(name_or_path: str | os.PathLike) -> Path:
     if text not in KNOWN_MODELS and path.exists():
         if (path / "config.json").is_file():
             return path
-        raise ConfigError(f"{path} has no config.json; give a transformers model folder or a known model name")
+        raise ConfigError(
+            f"{path} has no config.json; give a transformers model folder or a known model name"
+        )
     spec = spec_for(text)
     folder = converted_dir(spec.name)
     if _is_ready(folder):
