@@ -62,6 +62,7 @@ def build_messages(claim: Claim, evidence: Sequence[Evidence], call: AgentCall) 
     user = shared + "\n\n" + p["roles"][call.role].render()
     if previous:
         user += "\n" + p["previous"].render(previous=previous).rstrip()
+    user += "\n\n" + p["answer"].render()
     return ({"role": "system", "content": p["system"].render()}, {"role": "user", "content": user})
 
 
