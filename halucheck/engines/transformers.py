@@ -103,6 +103,9 @@ class TransformersEngine(Engine):
             raise ConfigError(
                 f"dtype {dtype!r} is not a torch dtype; use bfloat16 or float32 (or leave it out)"
             )
+        from transformers.utils import logging as hf_logging
+
+        hf_logging.disable_progress_bar()  # our own progress bars tell the story; no "Loading weights" bar
         t0 = time.perf_counter()
         kwargs = {"dtype": getattr(torch, dtype)} if dtype else {"dtype": "auto"}
         self.hf_model = AutoModelForCausalLM.from_pretrained(path, **kwargs).eval()
