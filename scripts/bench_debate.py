@@ -492,14 +492,19 @@ def main(argv=None) -> None:
     args.concurrency = [int(x) for x in args.concurrency.split(",")]
     args.profile = args.profile or {"transformers": "cpu-0.5b", "vllm": "vllm"}.get(args.engine)
 
-    if args.layout_only:
-        out = {"engine": "layout", **bench_layout(args, load_tokenizer(args.tokenizer))}
-    elif args.engine == "fake-batch":
-        out = bench_fake(args)
-    elif args.engine == "transformers":
-        out = bench_transformers(args)
-    else:
-        out = bench_vllm(args)
+    from halucheck.errors import HalucheckError
+
+    try:
+        if args.layout_only:
+            out = {"engine": "layout", **bench_layout(args, load_tokenizer(args.tokenizer))}
+        elif args.engine == "fake-batch":
+            out = bench_fake(args)
+        elif args.engine == "transformers":
+            out = bench_transformers(args)
+        else:
+            out = bench_vllm(args)
+    except HalucheckError as exc:  # a model not installed, a server not up: one line, how to fix it
+        raise SystemExit(f"error: {exc}") from None
     print(json.dumps(out))
 
 
