@@ -167,3 +167,9 @@ def test_roles_on_different_engines_get_their_own_batches():
     assert max(a.batch_sizes) == 8 and max(b.batch_sizes) == 5
     assert {r.tag for r in a.requests} == {"debate:initial", "debate:leader"}
     assert {r.tag for r in b.requests} == {"debate:trust", "debate:skeptic"}
+
+
+def test_server_engine_is_driven_by_streaming():
+    from halucheck.engines.openai_server import OpenAIServerEngine
+
+    assert OpenAIServerEngine.streaming is True

@@ -8,6 +8,7 @@ the engine reports itself (a server that stayed down through its own retries) is
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import time
@@ -73,6 +74,15 @@ class Result:
         return self.error is None
 
 
+@functools.lru_cache(maxsize=256)
+def _validator(schema_json: str):
+    """One checked validator per schema: ``jsonschema.validate`` re-checks the schema on every reply."""
+    schema = json.loads(schema_json)
+    cls = jsonschema.validators.validator_for(schema)
+    cls.check_schema(schema)
+    return cls(schema)
+
+
 def validate_reply(text: str, schema: dict | None) -> tuple[Any, str | None]:
     """Parse ``text`` as JSON and check it against ``schema``. Returns (object, error message)."""
     if schema is None:
@@ -81,9 +91,8 @@ def validate_reply(text: str, schema: dict | None) -> tuple[Any, str | None]:
         obj = json.loads(text)
     except json.JSONDecodeError as exc:
         return None, f"reply is not valid JSON ({exc.msg} at char {exc.pos})"
-    try:
-        jsonschema.validate(obj, schema)
-    except jsonschema.ValidationError as exc:
+    exc = jsonschema.exceptions.best_match(_validator(json.dumps(schema, sort_keys=True)).iter_errors(obj))
+    if exc is not None:  # the same error jsonschema.validate would raise
         path = "/".join(str(p) for p in exc.absolute_path) or "<root>"
         return None, f"reply violates the schema at {path}: {exc.message}"
     return obj, None

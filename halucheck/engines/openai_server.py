@@ -69,6 +69,9 @@ class OpenAIServerEngine(Engine):
     """
 
     name = "vllm"
+    # Each call is its own HTTP request: the scheduler sends a debate's next call the moment its previous
+    # one returns (the server batches continuously), instead of waiting for a lock-step batch.
+    streaming = True
 
     def __init__(
         self,
