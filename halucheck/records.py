@@ -5,7 +5,7 @@ The JSON field names produced by ``to_dict`` are a contract read by reports, tes
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Literal
 
 Role = Literal["initial", "trust", "skeptic", "leader"]
@@ -105,18 +105,5 @@ class Verdict:
             d["error"] = self.error
         return d
 
-    @classmethod
-    def from_dict(cls, d: dict) -> "Verdict":
-        chain = [Turn(**{k: v for k, v in t.items()}) for t in d.get("chain", [])]
-        return cls(
-            factuality=d["factuality"],
-            error_severity=d["error_severity"],
-            confidence=d["confidence"],
-            chain=chain,
-            rounds=d.get("rounds", 0),
-            consensus=d.get("consensus", False),
-            error=d.get("error"),
-        )
 
-
-__all__ = ["Claim", "Evidence", "Role", "State", "Turn", "Verdict", "asdict"]
+__all__ = ["Claim", "Evidence", "Role", "State", "Turn", "Verdict"]
