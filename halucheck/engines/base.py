@@ -180,3 +180,25 @@ class Engine:
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} model={self.model!r}>"
+
+
+class WrappedEngine(Engine):
+    """Base of same-interface wrappers (reply cache, cost meter): the model, batch size, streaming mode,
+    call count and lifetime are the inner engine's; a subclass overrides ``generate``."""
+
+    def __init__(self, inner: Engine) -> None:
+        # no super().__init__: nothing of the wrapper's own, everything is the inner engine's
+        self.inner = inner
+        self.model, self.options = inner.model, {}
+        self.max_batch = inner.max_batch
+        self.streaming = getattr(inner, "streaming", False)
+
+    def generate(self, requests: Sequence[Request]) -> list[Result]:
+        return self.inner.generate(requests)
+
+    @property
+    def calls(self) -> int:  # type: ignore[override]
+        return self.inner.calls
+
+    def close(self) -> None:
+        self.inner.close()

@@ -9,23 +9,20 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Sequence
 
-from halucheck.engines.base import Engine, Request, Result
+from halucheck.engines.base import Engine, Request, Result, WrappedEngine
 
 if TYPE_CHECKING:
     from halucheck.runstore import RunStore
 
 
-class CachingEngine(Engine):
+class CachingEngine(WrappedEngine):
     """Wraps ``inner``; ``hits`` and ``misses`` count requests served from / sent past the cache."""
 
     name = "cache"
 
     def __init__(self, inner: Engine, store: "RunStore") -> None:
-        # no super().__init__: model, batch size and call count are the inner engine's
-        self.inner, self.store = inner, store
-        self.model, self.options = inner.model, {}
-        self.max_batch = inner.max_batch
-        self.streaming = getattr(inner, "streaming", False)
+        super().__init__(inner)
+        self.store = store
         self.hits = self.misses = 0
 
     def generate(self, requests: Sequence[Request]) -> list[Result]:
@@ -55,10 +52,3 @@ class CachingEngine(Engine):
                                  res.latency_s))
             self.store.cache_put(rows)
         return results  # type: ignore[return-value]
-
-    @property
-    def calls(self) -> int:  # type: ignore[override]
-        return self.inner.calls
-
-    def close(self) -> None:
-        self.inner.close()

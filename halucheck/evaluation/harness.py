@@ -19,7 +19,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Sequence
 
-from halucheck.engines.base import Engine, Request, Result
+from halucheck.engines.base import Engine, Request, Result, WrappedEngine
 from halucheck.errors import InputError
 from halucheck.evaluation.datasets import EvalItem, load
 from halucheck.evaluation.metrics import N_BOOT
@@ -32,29 +32,19 @@ if TYPE_CHECKING:
 MAX_EVIDENCE = 10  # passages per item shown to every verifier (0 = all)
 
 
-class MeteredEngine(Engine):
+class MeteredEngine(WrappedEngine):
     """Wraps ``inner`` and counts what it spends; everything else is the inner engine's."""
 
     name = "meter"
 
     def __init__(self, inner: Engine, meter: "Meter") -> None:
-        # no super().__init__: model, batch size and call count are the inner engine's
-        self.inner, self.meter = inner, meter
-        self.model, self.options = inner.model, {}
-        self.max_batch = inner.max_batch
-        self.streaming = getattr(inner, "streaming", False)
+        super().__init__(inner)
+        self.meter = meter
 
     def generate(self, requests: Sequence[Request]) -> list[Result]:
         results = self.inner.generate(requests)
         self.meter.add(results)
         return results
-
-    @property
-    def calls(self) -> int:  # type: ignore[override]
-        return self.inner.calls
-
-    def close(self) -> None:
-        self.inner.close()
 
 
 class Meter:

@@ -349,16 +349,13 @@ class JudgeLikert(PromptVerifier):
         return Prediction(s >= THRESHOLD, s)
 
 
-class Prometheus(PromptVerifier):
-    """Prometheus-2 style rubric 1-5 on faithfulness to the evidence; P(hallucinated) = (5 - score) / 4."""
+class Prometheus(JudgeLikert):
+    """Prometheus-2 style rubric 1-5 on faithfulness to the evidence; P(hallucinated) = (5 - score) / 4,
+    scored as the Likert judge."""
 
     name = "prometheus"
     prompt = "prometheus"
     reply = RubricReply
-
-    def score(self, reply: RubricReply, result: Result) -> Prediction:
-        s = likert_score(reply.score)
-        return Prediction(s >= THRESHOLD, s)
 
 
 class Lynx(PromptVerifier):
