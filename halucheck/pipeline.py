@@ -271,18 +271,21 @@ class Pipeline:
                                    s.wall_s)
 
 
-def fuse(ranked_lists: list[list[Evidence]], k: int, rrf_k: int = 60) -> list[Evidence]:
+def fuse(ranked_lists: list[list[Evidence]], k: int) -> list[Evidence]:
     """Merge the ranked hits of several queries: dedupe by location, order by reciprocal rank fusion."""
-    scores: dict[tuple, float] = {}
+    from halucheck.retrieval.fuse import rrf
+
     best: dict[tuple, Evidence] = {}
+    keyed = []
     for hits in ranked_lists:
-        for rank, h in enumerate(hits):
+        keys = []
+        for h in hits:
             key = (h.source, h.start, h.end, h.text if not h.source else "")
-            scores[key] = scores.get(key, 0.0) + 1.0 / (rrf_k + rank + 1)
             best.setdefault(key, h)
-    order = sorted(scores, key=lambda key: -scores[key])[:k]
-    return [Evidence(best[key].text, best[key].source, best[key].start, best[key].end, round(scores[key], 6))
-            for key in order]
+            keys.append(key)
+        keyed.append(keys)
+    return [Evidence(best[key].text, best[key].source, best[key].start, best[key].end, round(score, 6))
+            for key, score in rrf(keyed, limit=k)]
 
 
 def default_index_path(corpus: Path) -> Path:
