@@ -295,10 +295,28 @@ def eval_cmd(
         fail(str(exc))
     cost = result.metrics["cost"]
     typer.echo(compare_runs([str(out_dir)]), nl=False)
+    _report_missing(out_dir, result.items)
     typer.echo(f"\n{result.items} items; {cost['llm_calls']} LLM calls, {cost['invalid_replies']} invalid replies, "
                f"{cost['wall_time_s']}s")
     typer.echo(f"  predictions: {out_dir / 'predictions.jsonl'}")
     typer.echo(f"  metrics:     {out_dir / 'metrics.json'}")
+
+
+def _report_missing(out_dir: Path, items: int) -> None:
+    """Say how many items got no prediction and why (the commonest error); all of them -> exit 1."""
+    from collections import Counter
+
+    from halucheck.evaluation import read_predictions
+
+    errors = Counter(r["error"] for r in read_predictions(out_dir) if r.get("error"))
+    missing = sum(errors.values())
+    if not missing:
+        return
+    why, n = errors.most_common(1)[0]
+    line = f"{missing} of {items} items have no prediction ({n} of them: {why})"
+    if missing == items:
+        fail(f"{line}; nothing was scored, fix the cause and run again (predictions: {out_dir / 'predictions.jsonl'})")
+    typer.echo(f"warning: {line}; the metrics leave them out and count them as missing", err=True)
 
 
 @models_app.command("list")

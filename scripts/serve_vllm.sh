@@ -15,6 +15,12 @@
 #   STRUCTURED_OUTPUTS_CONFIG  JSON for --structured-outputs-config (default {"backend":"outlines"};
 #                              e.g. {"backend":"xgrammar","disable_any_whitespace":true})
 #   MAX_MODEL_LEN              context length cap (default: the model's own)
+#   VLLM_REGEX_COMPILATION_TIMEOUT_S  seconds the outlines backend may spend compiling one reply schema
+#                              (default here 120; vLLM's own default, 5, is too short for the baselines'
+#                              length-bounded reasoning strings: ~20 s once per schema on 2 CPU cores, then
+#                              cached. At 5 s every such request fails with HTTP 500 while the abandoned
+#                              compilations keep running, and on a 24 GiB machine they took the engine to an
+#                              OOM kill)
 #   VLLM_PYTHON                the Python that has vLLM (default: python)
 #   HALUCHECK_PYTHON           the Python that has halucheck, to resolve MODEL (default: VLLM_PYTHON)
 # Extra flags go to vLLM unchanged (e.g. --tensor-parallel-size 2 --gpu-memory-utilization 0.9).
@@ -30,6 +36,7 @@ DEFAULT_SO='{"backend":"outlines"}'
 STRUCTURED_OUTPUTS_CONFIG="${STRUCTURED_OUTPUTS_CONFIG:-$DEFAULT_SO}"
 # an audit box is offline: never wait on the Hugging Face hub
 export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1
+export VLLM_REGEX_COMPILATION_TIMEOUT_S="${VLLM_REGEX_COMPILATION_TIMEOUT_S:-120}"
 
 if [[ -d "$MODEL" ]]; then
   FOLDER="$MODEL"

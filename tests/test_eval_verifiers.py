@@ -328,3 +328,14 @@ def test_cli_eval_errors_are_one_line(tmp_path, config):
     assert r.exit_code == 1 and "needs run directories" in r.output
     r = runner.invoke(app, ["eval", "--compare", str(tmp_path / "nope")])
     assert r.exit_code == 1 and "not found" in r.output
+
+
+def test_cli_eval_fails_when_no_item_got_a_prediction(tmp_path, toy_sets):
+    cfg = tmp_path / "broken.yaml"
+    cfg.write_text(CONFIG.replace('reply: {factuality: false', 'reply: {factuality: "maybe"'))
+    out = tmp_path / "r"
+    r = runner.invoke(app, ["eval", "-d", "a", "-n", "2", "-v", "selfcheck", "--config", str(cfg), "-o", str(out)])
+    assert r.exit_code == 1
+    err = [line for line in r.stderr.splitlines() if line.startswith("error:")]
+    assert len(err) == 1 and "2 of 2 items have no prediction" in err[0] and "schema" in err[0]
+    assert (out / "predictions.jsonl").is_file()  # kept, to see what failed
