@@ -244,6 +244,7 @@ def eval_cmd(
     limit: Optional[int] = typer.Option(None, "--limit", "-n", help="First N items of each dataset's split."),
     out: Optional[Path] = typer.Option(None, "--out", "-o", help="Run directory (default runs/eval/<verifier>-<profile>-<datasets>-<split>)."),
     compare: bool = typer.Option(False, "--compare", help="Print one markdown table of the run directories given as arguments."),
+    common: bool = typer.Option(False, "--common", help="With --compare: score every run on the items all of them have."),
     name: Optional[str] = typer.Option(None, "--name", help="The run's label in metrics.json and tables (default verifier/profile)."),
     profile: Optional[str] = typer.Option(None, "--profile", "-p", help="Profile from models.yaml for every role."),
     role: Optional[list[str]] = typer.Option(None, "--role", help="ROLE=PROFILE for one role (repeatable)."),
@@ -265,7 +266,7 @@ def eval_cmd(
                 raise HalucheckError("run directories given without --compare; use: halucheck eval --compare DIR1 DIR2 ...")
             if not dirs:
                 raise HalucheckError("--compare needs run directories: halucheck eval --compare DIR1 DIR2 ...")
-            typer.echo(compare_runs([str(d) for d in dirs]), nl=False)
+            typer.echo(compare_runs([str(d) for d in dirs], common=common), nl=False)
             return
         if not dataset:
             raise HalucheckError("--dataset is required (e.g. --dataset wice); or --compare DIR1 DIR2 ...")

@@ -339,3 +339,23 @@ def test_cli_eval_fails_when_no_item_got_a_prediction(tmp_path, toy_sets):
     err = [line for line in r.stderr.splitlines() if line.startswith("error:")]
     assert len(err) == 1 and "2 of 2 items have no prediction" in err[0] and "schema" in err[0]
     assert (out / "predictions.jsonl").is_file()  # kept, to see what failed
+
+
+def test_cli_compare_common_scores_runs_on_shared_items(tmp_path, config, toy_sets):
+    from halucheck.evaluation import read_predictions
+    from halucheck.evaluation.report import score_predictions
+
+    small, big = tmp_path / "small", tmp_path / "big"
+    for out, n in ((small, "3"), (big, "6")):
+        r = runner.invoke(app, ["eval", "-d", "a", "-n", n, "-v", "selfcheck", "--config", str(config), "-o", str(out)])
+        assert r.exit_code == 0, r.output
+    r = runner.invoke(app, ["eval", "--compare", "--common", str(small), str(big)])
+    assert r.exit_code == 0, r.output
+    rows = [line.split(" | ") for line in r.stdout.splitlines() if line.startswith("| selfcheck")]
+    assert [row[3] for row in rows] == ["3", "3"]  # n: the big run scored on the small run's 3 items
+    assert "items every run has" in r.stdout
+    first3 = [p for p in read_predictions(big)][:3]
+    acc = score_predictions(first3, n_boot=50)["a"]["metrics"]["accuracy"]["value"]
+    assert rows[1][5].strip("*").startswith(f"{acc:.3f}")
+    r = runner.invoke(app, ["eval", "--compare", str(small), str(big)])
+    assert [line.split(" | ")[3] for line in r.stdout.splitlines() if line.startswith("| selfcheck")] == ["3", "6"]

@@ -220,18 +220,40 @@ def _best(rows: list[tuple[str, str, dict, dict]], metric: str) -> dict[str, flo
     return {ds: (max(vs) if hib else min(vs)) for ds, vs in best.items() if len(vs) > 1}
 
 
-def compare(dirs: Sequence[str | os.PathLike]) -> str:
+def common_results(dirs: Sequence[str | os.PathLike]) -> list[dict]:
+    """Each run's per-dataset results rescored on the items that every run of that dataset has,
+    so that runs of different sizes compare on the same items (same bootstrap settings as the run)."""
+    runs = [(read_run(d), read_predictions(d)) for d in dirs]
+    shared: dict[str, set[str]] = {}
+    for _, preds in runs:
+        by_ds: dict[str, set[str]] = {}
+        for r in preds:
+            by_ds.setdefault(r["dataset"], set()).add(r["id"])
+        for ds, ids in by_ds.items():
+            shared[ds] = shared[ds] & ids if ds in shared else ids
+    out = []
+    for run, preds in runs:
+        boot = run.get("bootstrap", {})
+        rows = [r for r in preds if r["id"] in shared[r["dataset"]]]
+        out.append(score_predictions(rows, n_boot=boot.get("n_boot", N_BOOT), seed=boot.get("seed", SEED),
+                                     ci=boot.get("ci", CI)))
+    return out
+
+
+def compare(dirs: Sequence[str | os.PathLike], common: bool = False) -> str:
     """One markdown table of runs (verifier × dataset rows) × metrics with 95 % intervals.
 
     The best value per dataset is bold when several runs share it. Cost columns are per run
     (repeated on each of its dataset rows). A second table gives the length-controlled view for
-    runs that include HaluEval QA.
+    runs that include HaluEval QA. ``common``: score every run only on the items all runs have
+    (:func:`common_results`); the cost columns stay those of the whole runs.
     """
     rows = []
-    for d in dirs:
+    rescored = common_results(dirs) if common else [None] * len(dirs)
+    for d, results in zip(dirs, rescored):
         run = read_run(d)
         name = run.get("verifier") or Path(d).name
-        for ds, res in run.get("results", {}).items():
+        for ds, res in (results if results is not None else run.get("results", {})).items():
             rows.append((name, ds, res, run))
     names = list(METRICS)
     best = {m: _best(rows, m) for m in names}
@@ -246,6 +268,8 @@ def compare(dirs: Sequence[str | os.PathLike]) -> str:
         c = run.get("cost", {})
         cells += [str(c.get("llm_calls", 0)), f"{c.get('prompt_tokens', 0)}/{c.get('completion_tokens', 0)}", _fmt(c.get("wall_time_s", 0.0), 1)]
         lines.append("| " + " | ".join(cells) + " |")
+    if common:
+        lines += ["", "Scored on the items every run has; the cost columns are those of the whole runs."]
     lc_rows = [(n, ds, res["length_controlled"]) for n, ds, res, _ in rows if res.get("length_controlled")]
     if lc_rows:
         lines += [
@@ -269,6 +293,7 @@ __all__ = [
     "PREDICTIONS_FILE",
     "Prediction",
     "RunCost",
+    "common_results",
     "compare",
     "read_predictions",
     "read_run",
