@@ -5,6 +5,8 @@ Slow (a minute or more on 2 cores); skipped when the model's weight packages are
 
 from __future__ import annotations
 
+import math
+
 import jsonschema
 import pytest
 
@@ -80,6 +82,26 @@ def test_batch_with_schema_is_valid_and_in_order(engine):
     prompt_lengths = [r.prompt_tokens for r in results]
     assert prompt_lengths[1] < min(prompt_lengths[0], prompt_lengths[2], prompt_lengths[3])
     assert prompt_lengths[2] > prompt_lengths[0]  # the longer claim has the longer prompt
+
+
+def test_logprobs_are_those_of_the_constrained_distribution(engine):
+    """The model wants "banana"; the schema allows only true/false. Greedy picks the likeliest allowed
+    token, so after the mask its probability is at least 1/(allowed tokens), far above its raw one."""
+    from halucheck.engines import Request, SamplingParams
+
+    req = Request(
+        messages=({"role": "user", "content": "Reply with exactly the word: banana"},),
+        schema={"type": "boolean"},
+        sampling=SamplingParams(max_tokens=4),
+        logprobs=True,
+    )
+    [res] = engine.generate([req])
+    assert res.ok and res.parsed in (True, False), res.error
+    lps = [lp for _, lp in res.logprobs]
+    # raw, "true"/"false" after this prompt are far below 1/16; constrained, the reply (a few allowed
+    # splits of one of two words) keeps a sizeable share
+    assert lps and sum(lps) > math.log(1 / 16), lps
+    assert lps[-1] > -1e-3, lps  # the word's last piece is forced once its start is chosen
 
 
 def test_max_tokens_caps_each_row(engine):

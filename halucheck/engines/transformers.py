@@ -9,7 +9,8 @@ in input order.
 
 Greedy when temperature is 0; otherwise sampling, seeded per ``generate`` call: a seed reproduces a
 batch, and requests sharing a seed in one batch still get different samples (they are different rows).
-Per-token logprobs, when asked for, are the model's own (before the schema mask), as vLLM reports them.
+Per-token logprobs, when asked for, are those of the constrained distribution (after the schema mask,
+before temperature), as vLLM computes them: a token the schema forces has log-probability 0.
 """
 
 from __future__ import annotations
@@ -286,9 +287,9 @@ class _RowGuides:
     """A transformers logits processor that gives each row its own Outlines guide (or none), caps each
     row at its own max_tokens, and records the chosen tokens' log-probabilities.
 
-    Log-probabilities are the model's own (raw logits, before the schema mask and temperature), as
-    vLLM reports them by default. transformers calls custom processors before its warpers, so the
-    scores seen here are unscaled.
+    Log-probabilities are taken after the schema mask and before temperature, as vLLM computes them
+    (its grammar bitmask is applied to the logits its sampler reads). transformers calls custom
+    processors before its warpers, so the scores seen here are unscaled.
     """
 
     def __init__(
@@ -332,9 +333,6 @@ class _RowGuides:
                     self.done[row] = True
                 elif self.guides[row] is not None:
                     self.guides[row].advance(token_id=tok, return_tokens=False)
-        if any(self.want):
-            self._last_logprobs = torch.log_softmax(scores.float(), dim=-1)
-
         from outlines_core.kernels.torch import fill_next_token_bitmask
 
         for row in range(self.rows):
@@ -350,6 +348,8 @@ class _RowGuides:
             if guide is not None:
                 fill_next_token_bitmask(guide, self._bitmask)
                 scores[row].masked_fill_(~self._allowed(scores.shape[1]), float("-inf"))
+        if any(self.want):
+            self._last_logprobs = torch.log_softmax(scores.float(), dim=-1)
         return scores
 
     def _allowed(self, vocab_size: int):

@@ -173,10 +173,10 @@ def decision_score(hallucinated: bool, p_chosen: float | None) -> float:
     """P(hallucinated) from a greedy two-way decision and the probability of its token (0/1 without).
 
     The probability used is ``max(0.5, p_chosen)``: a greedy choice between two allowed values has at
-    least 0.5 of their mass, and an engine may report the token's probability *before* the schema
-    mask (the transformers engine does), which understates it, most of all when the forced JSON
-    punctuation shares the token (``:false``). The score thus never contradicts the decision; it only
-    ranks confident decisions further from 0.5.
+    least 0.5 of their mass, while the chosen token may carry only part of it (the schema allows several
+    spellings of one value, ``f`` / ``fa`` / ``false``, and the engines report each token's probability
+    after the schema mask). The score thus never contradicts the decision; it only ranks confident
+    decisions further from 0.5.
     """
     if p_chosen is None:
         return float(hallucinated)
