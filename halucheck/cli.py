@@ -245,6 +245,7 @@ def eval_cmd(
     out: Optional[Path] = typer.Option(None, "--out", "-o", help="Run directory (default runs/eval/<verifier>-<profile>-<datasets>-<split>)."),
     compare: bool = typer.Option(False, "--compare", help="Print one markdown table of the run directories given as arguments."),
     common: bool = typer.Option(False, "--common", help="With --compare: score every run on the items all of them have."),
+    no_cache: bool = typer.Option(False, "--no-cache", help="Neither reuse nor keep replies in the run directory's replies.duckdb."),
     name: Optional[str] = typer.Option(None, "--name", help="The run's label in metrics.json and tables (default verifier/profile)."),
     profile: Optional[str] = typer.Option(None, "--profile", "-p", help="Profile from models.yaml for every role."),
     role: Optional[list[str]] = typer.Option(None, "--role", help="ROLE=PROFILE for one role (repeatable)."),
@@ -288,7 +289,8 @@ def eval_cmd(
         out_dir = out or default_out(verifier, dataset, split, prof)
         try:
             result = run_eval(dataset, verifier, settings, out_dir, split=split, limit=limit, options=options,
-                              max_evidence=max_evidence, label=name, log=lambda m: typer.echo(m, err=True))
+                              max_evidence=max_evidence, label=name, log=lambda m: typer.echo(m, err=True),
+                              cache=not no_cache)
         finally:
             if settings is not None:
                 settings.close()
@@ -297,7 +299,8 @@ def eval_cmd(
     cost = result.metrics["cost"]
     typer.echo(compare_runs([str(out_dir)]), nl=False)
     _report_missing(out_dir, result.items)
-    typer.echo(f"\n{result.items} items; {cost['llm_calls']} LLM calls, {cost['invalid_replies']} invalid replies, "
+    reused = f", {cost['cached_replies']} replies reused" if cost.get("cached_replies") else ""
+    typer.echo(f"\n{result.items} items; {cost['llm_calls']} LLM calls, {cost['invalid_replies']} invalid replies{reused}, "
                f"{cost['wall_time_s']}s")
     typer.echo(f"  predictions: {out_dir / 'predictions.jsonl'}")
     typer.echo(f"  metrics:     {out_dir / 'metrics.json'}")

@@ -359,3 +359,20 @@ def test_cli_compare_common_scores_runs_on_shared_items(tmp_path, config, toy_se
     assert rows[1][5].strip("*").startswith(f"{acc:.3f}")
     r = runner.invoke(app, ["eval", "--compare", str(small), str(big)])
     assert [line.split(" | ")[3] for line in r.stdout.splitlines() if line.startswith("| selfcheck")] == ["3", "6"]
+
+
+def test_a_second_run_reuses_the_replies_and_asks_nothing(tmp_path, toy_sets):
+    out = tmp_path / "r"
+    eng = FakeEngine(responder=lambda req: {"reasoning": "r", "factuality": "2" not in req.messages[-1]["content"]})
+    first = run_eval(["a"], "selfcheck", settings_with(eng), out, limit=4)
+    asked = len(eng.requests)
+    assert asked == 4 and (out / "replies.duckdb").is_file() and first.metrics["cost"]["cached_replies"] == 0
+    rows = (out / "predictions.jsonl").read_text()
+    again = run_eval(["a"], "selfcheck", settings_with(eng), out, limit=4)
+    assert len(eng.requests) == asked  # nothing asked again
+    assert again.metrics["cost"]["cached_replies"] == 4 and again.metrics["cost"]["llm_calls"] == 0
+    assert (out / "predictions.jsonl").read_text() == rows
+    run_eval(["a"], "selfcheck", settings_with(eng), out, limit=6)  # 2 new items: only they are asked
+    assert len(eng.requests) == asked + 2
+    run_eval(["a"], "selfcheck", settings_with(eng), tmp_path / "nc", limit=2, cache=False)
+    assert not (tmp_path / "nc" / "replies.duckdb").exists()

@@ -5,6 +5,10 @@ item is shown (:func:`select_evidence`), and the cost accounting. Cost is counte
 wrapper around every engine the run creates (:class:`MeteredEngine`), so the debate and the baselines
 are measured the same way: engine calls (retries included), prompt and completion tokens from the
 Results, invalid replies, and the wall time of the verify step (model loading included).
+
+Every valid reply is also kept in the run directory (``replies.duckdb``, keyed on the request's hash), so
+a run stopped part-way is cheap to start again: the same command reuses what came back and asks only
+the rest (``cached_replies`` in the cost says how many were reused; they count no LLM call).
 """
 
 from __future__ import annotations
@@ -30,6 +34,7 @@ if TYPE_CHECKING:
     from halucheck.config import Settings
 
 MAX_EVIDENCE = 10  # passages per item shown to every verifier (0 = all)
+REPLIES_FILE = "replies.duckdb"
 
 
 class MeteredEngine(WrappedEngine):
@@ -52,7 +57,7 @@ class Meter:
 
     def __init__(self) -> None:
         self.llm_calls = self.prompt_tokens = self.completion_tokens = 0
-        self.replies = self.invalid_replies = self.retried = 0
+        self.replies = self.invalid_replies = self.retried = self.cached = 0
         self._lock = threading.Lock()
 
     def add(self, results: Sequence[Result]) -> None:
@@ -64,6 +69,7 @@ class Meter:
                 self.completion_tokens += r.completion_tokens
                 self.invalid_replies += r.error is not None
                 self.retried += r.attempts > 1
+                self.cached += r.attempts == 0 and r.error is None
 
     def install(self, settings: "Settings") -> None:
         """Wrap every engine ``settings`` creates from now on (keeping any wrapper already set)."""
@@ -73,6 +79,21 @@ class Meter:
             return MeteredEngine(previous(engine) if previous else engine, self)
 
         settings.wrap = wrap
+
+
+def _install_cache(settings: "Settings", path: Path):
+    """Wrap every engine ``settings`` creates in a reply cache stored at ``path``; returns the store."""
+    from halucheck.engines.cache import CachingEngine
+    from halucheck.runstore import RunStore
+
+    store = RunStore(path)
+    previous = settings.wrap
+
+    def wrap(engine: Engine) -> Engine:
+        return CachingEngine(previous(engine) if previous else engine, store)
+
+    settings.wrap = wrap
+    return store
 
 
 _WORD = re.compile(r"(?u)\b\w\w+\b")
@@ -148,11 +169,13 @@ def run_eval(
     label: str | None = None,
     log: Callable[[str], None] | None = None,
     n_boot: int | None = None,
+    cache: bool = True,
 ) -> EvalResult:
     """Run ``verifier`` on ``datasets`` and write the run folder ``out``; returns its metrics.
 
     ``label`` names the run in metrics.json and the comparison table (default: verifier/profile);
-    ``n_boot`` the bootstrap resamples (default :data:`N_BOOT`).
+    ``n_boot`` the bootstrap resamples (default :data:`N_BOOT`); ``cache``: reuse and keep the replies
+    in ``out/replies.duckdb`` (see the module docstring).
     """
     log = log or (lambda _m: None)
     v = get_verifier(verifier, options)
@@ -160,16 +183,22 @@ def run_eval(
     items = load_items(datasets, split, limit)
     shown = [replace(it, evidence=select_evidence(it.claim, it.evidence, max_evidence)) for it in items]
     meter = Meter()
-    profile = None
+    profile = store = None
     if v.uses_llm:
         if settings is None:
             raise InputError(f"verifier {verifier!r} needs models: load settings (models.yaml) first")
+        if cache:
+            store = _install_cache(settings, Path(out) / REPLIES_FILE)
         meter.install(settings)
         profile = settings.profile_for("initial")
     log(f"{v.name}: {len(items)} items of {', '.join(datasets)} ({split})"
         + (f" on profile {profile.name} ({profile.engine}: {profile.model})" if profile else ""))
     t0 = time.perf_counter()
-    preds = v.predict(shown, settings)
+    try:
+        preds = v.predict(shown, settings)
+    finally:
+        if store is not None:
+            store.close()
     wall = time.perf_counter() - t0
     if len(preds) != len(items):  # a verifier bug, not a user error
         raise RuntimeError(f"{v.name} returned {len(preds)} predictions for {len(items)} items")
@@ -178,6 +207,7 @@ def run_eval(
         "replies": meter.replies,
         "invalid_replies": meter.invalid_replies,
         "retried_replies": meter.retried,
+        "cached_replies": meter.cached,
     }
     name = label or (f"{v.name}/{profile.name}" if profile else v.name)
     metrics = write_run(out, items, preds, cost, verifier=name, split=split,
