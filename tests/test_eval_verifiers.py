@@ -165,8 +165,11 @@ def test_consistency_batches_samples_then_reflection():
 
 def test_debate_maps_verdict_confidence_to_score():
     t = Turn("S0", "initial", "o", False, 3)
-    assert debate_score(Verdict(False, 3, 0.75, [t])) == Prediction(True, 0.75)
-    assert debate_score(Verdict(True, 0, 0.75, [t])) == Prediction(False, 0.25)
+    p = debate_score(Verdict(False, 3, 0.75, [t], rounds=1))
+    assert (p.prediction, p.score) == (True, 0.75)
+    assert p.detail["chain"][0]["role"] == "initial" and p.detail["rounds"] == 1  # the debate is kept
+    p = debate_score(Verdict(True, 0, 0.75, [t]))
+    assert (p.prediction, p.score) == (False, 0.25)
     undecided = debate_score(Verdict(None, None, 0.0, [], error="no agent gave a valid reply"))
     assert undecided.prediction is None and "valid reply" in undecided.error
 
@@ -177,6 +180,7 @@ def test_debate_verifier_runs_the_scheduler_with_the_items_evidence():
     preds = v.predict(items(3), settings_with(eng))
     assert [(p.prediction, p.score) for p in preds] == [(True, 1.0)] * 3
     assert len(eng.requests) == 3 * 7
+    assert [len(p.detail["chain"]) for p in preds] == [7] * 3
     assert all("Paris is the capital of France." in r.messages[1]["content"] for r in eng.requests)
     assert max(eng.batch_sizes) == 3  # the three debates advance together
 
@@ -308,6 +312,8 @@ def test_cli_eval_and_compare(tmp_path, config, toy_sets):
     r = runner.invoke(app, ["eval", "-d", "a", "-n", "4", "--config", str(config), "-o", str(d1), "--max-rounds", "2"])
     assert r.exit_code == 0, r.output
     assert "debate/fake" in r.stdout and (d1 / "predictions.jsonl").is_file()
+    first = json.loads((d1 / "predictions.jsonl").read_text().splitlines()[0])
+    assert first["detail"]["chain"][0]["state"] == "S0" and len(first["detail"]["chain"]) == 7
     r = runner.invoke(app, ["eval", "-d", "a", "-n", "4", "-v", "selfcheck", "--config", str(config), "-o", str(d2)])
     assert r.exit_code == 0, r.output
     r = runner.invoke(app, ["eval", "--compare", str(d1), str(d2)])

@@ -44,11 +44,13 @@ LENGTH_CONTROLLED_SETS = frozenset({"halueval-qa", "halueval-qa-cleaned"})
 
 @dataclass
 class Prediction:
-    """A verifier's output for one item: True = hallucinated; ``score`` = P(hallucinated)."""
+    """A verifier's output for one item: True = hallucinated; ``score`` = P(hallucinated); ``detail``:
+    what the verifier wants kept beside it in ``predictions.jsonl`` (the debate: its whole verdict)."""
 
     prediction: bool | None
     score: float | None = None
     error: str | None = None
+    detail: dict | None = None
 
 
 @dataclass
@@ -152,6 +154,8 @@ def write_run(
             row["answer_words"] = item.meta["answer_words"]
         if p.error:
             row["error"] = p.error
+        if p.detail:
+            row["detail"] = p.detail
         rows.append(row)
     with open(run_dir / PREDICTIONS_FILE, "w", encoding="utf-8") as fh:
         for row in rows:

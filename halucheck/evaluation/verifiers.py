@@ -190,12 +190,14 @@ def likert_score(likert: int) -> float:
 
 
 def debate_score(verdict: "Verdict") -> Prediction:
-    """A debate Verdict -> Prediction: confidence for a not-factual verdict, 1 - confidence for a factual one."""
+    """A debate Verdict -> Prediction: confidence for a not-factual verdict, 1 - confidence for a factual one;
+    the verdict itself (every turn) goes along as the prediction's detail."""
     if verdict is None or verdict.factuality is None:
-        return Prediction(None, None, (verdict.error if verdict else None) or "no verdict")
+        return Prediction(None, None, (verdict.error if verdict else None) or "no verdict",
+                          verdict.to_dict() if verdict else None)
     hallucinated = not verdict.factuality
     conf = clamp01(verdict.confidence)
-    return Prediction(hallucinated, conf if hallucinated else 1.0 - conf)
+    return Prediction(hallucinated, conf if hallucinated else 1.0 - conf, detail=verdict.to_dict())
 
 
 def consistency_score(
