@@ -70,6 +70,9 @@ class VLLMLocalEngine(Engine):
             raise EngineError(INSTALL_HINT) from None
         # the hub is never reachable from an audit box: fail on a missing file instead of hanging
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
+        # the outlines backend needs ~20 s (2 CPU cores) to compile a length-bounded string once;
+        # vLLM's default limit of 5 s fails such requests (see scripts/serve_vllm.sh)
+        os.environ.setdefault("VLLM_REGEX_COMPILATION_TIMEOUT_S", "120")
         kwargs: dict[str, Any] = {
             "model": self.path,
             "served_model_name": model,
