@@ -182,16 +182,30 @@ class RunStore:
             "SELECT source, start_char, end_char, score, text FROM evidence WHERE claim_id = ? ORDER BY rank",
             [claim_id])]
 
-    def verdict_for(self, claim_id: str) -> Verdict | None:
-        rows = self.query("SELECT factuality, error_severity, confidence, rounds, consensus, error "
-                          "FROM verdicts WHERE claim_id = ?", [claim_id])
-        if not rows:
-            return None
-        f, sev, conf, rounds, consensus, err = rows[0]
-        chain = [Turn(*r) for r in self.query(
-            "SELECT state, role, opinion, factuality, error_severity, error, prompt_tokens, completion_tokens, "
-            "cached_tokens, latency_s FROM turns WHERE claim_id = ? ORDER BY ordinal", [claim_id])]
-        return Verdict(f, sev, conf, chain, rounds, consensus, err)
+    def all_evidence(self) -> dict[str, list[Evidence]]:
+        """Every claim's evidence in rank order, in one query (for reports over many claims)."""
+        out: dict[str, list[Evidence]] = {}
+        for cid, source, s, e, score, text in self.query(
+                "SELECT claim_id, source, start_char, end_char, score, text FROM evidence ORDER BY claim_id, rank"):
+            out.setdefault(cid, []).append(Evidence(text=text, source=source, start=s, end=e, score=score))
+        return out
+
+    def all_queries(self) -> dict[str, list[str]]:
+        out: dict[str, list[str]] = {}
+        for cid, q in self.query("SELECT claim_id, query FROM queries ORDER BY claim_id, ordinal"):
+            out.setdefault(cid, []).append(q)
+        return out
+
+    def all_verdicts(self) -> dict[str, Verdict]:
+        """Every verdict with its chain of turns, in two queries."""
+        chains: dict[str, list[Turn]] = {}
+        for cid, *turn in self.query(
+                "SELECT claim_id, state, role, opinion, factuality, error_severity, error, prompt_tokens, "
+                "completion_tokens, cached_tokens, latency_s FROM turns ORDER BY claim_id, ordinal"):
+            chains.setdefault(cid, []).append(Turn(*turn))
+        return {cid: Verdict(f, sev, conf, chains.get(cid, []), rounds, consensus, err)
+                for cid, f, sev, conf, rounds, consensus, err in self.query(
+                    "SELECT claim_id, factuality, error_severity, confidence, rounds, consensus, error FROM verdicts")}
 
 
 def dumps(obj) -> str:

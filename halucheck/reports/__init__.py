@@ -77,24 +77,27 @@ def build_results(store: "RunStore") -> list[ResultJSON]:
     errors_by_item: dict[int, list[str]] = {}
     for idx, stage, msg in store.query("SELECT item_idx, stage, message FROM errors WHERE item_idx IS NOT NULL"):
         errors_by_item.setdefault(idx, []).append(f"{stage}: {msg}")
+    # a few whole-table reads, not queries per claim: a report of 100k claims stays seconds
+    verdicts, evidence, queries = store.all_verdicts(), store.all_evidence(), store.all_queries()
+    claims_by_item: dict[int, list[tuple]] = {}
+    for idx, *claim in store.query(
+            "SELECT item_idx, claim_id, text, question, span_start, span_end FROM claims ORDER BY item_idx, ordinal"):
+        claims_by_item.setdefault(idx, []).append(claim)
     out: list[tuple[int, ResultJSON]] = []
     for idx, item_id, line, question, answer, claims_done in store.query(
             "SELECT idx, id, line, question, answer, claims_done FROM items ORDER BY idx"):
         claims: list[ClaimJSON] = []
-        for cid, text, cq, s, e in store.query(
-                "SELECT claim_id, text, question, span_start, span_end FROM claims WHERE item_idx = ? "
-                "ORDER BY ordinal", [idx]):
-            v: Verdict | None = store.verdict_for(cid)
+        for cid, text, cq, s, e in claims_by_item.get(idx, []):
+            v: Verdict | None = verdicts.get(cid)
             c: ClaimJSON = {
                 "text": f"{cq} {text}" if cq else text,
                 "factuality": v.factuality if v else None,
                 "error_severity": v.error_severity if v else None,
                 "confidence": round(v.confidence, 4) if v else 0.0,
-                "evidence": [e_.to_dict() for e_ in store.evidence_for(cid)],
+                "evidence": [e_.to_dict() for e_ in evidence.get(cid, [])],
                 "chain": [t.to_dict() for t in v.chain] if v else [],
                 "span": [s, e],
-                "queries": [q for (q,) in store.query(
-                    "SELECT query FROM queries WHERE claim_id = ? ORDER BY ordinal", [cid])],
+                "queries": queries.get(cid, []),
             }
             if v is None:
                 c["error"] = "not checked yet (resume the run)"
