@@ -377,6 +377,7 @@ def test_a_second_run_reuses_the_replies_and_asks_nothing(tmp_path, toy_sets):
     again = run_eval(["a"], "selfcheck", settings_with(eng), out, limit=4)
     assert len(eng.requests) == asked  # nothing asked again
     assert again.metrics["cost"]["cached_replies"] == 4 and again.metrics["cost"]["llm_calls"] == 0
+    assert again.metrics["cost"]["prompt_tokens"] == 0 < first.metrics["cost"]["prompt_tokens"]
     assert (out / "predictions.jsonl").read_text() == rows
     run_eval(["a"], "selfcheck", settings_with(eng), out, limit=6)  # 2 new items: only they are asked
     assert len(eng.requests) == asked + 2

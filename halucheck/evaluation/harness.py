@@ -8,7 +8,9 @@ Results, invalid replies, and the wall time of the verify step (model loading in
 
 Every valid reply is also kept in the run directory (``replies.duckdb``, keyed on the request's hash), so
 a run stopped part-way is cheap to start again: the same command reuses what came back and asks only
-the rest (``cached_replies`` in the cost says how many were reused; they count no LLM call).
+the rest (``cached_replies`` in the cost says how many were reused; they count no LLM call and no
+token). Within one run the cache also answers requests identical to an earlier one: with greedy decoding
+a debate state whose input repeats the previous state's (agents that copy an opinion) gets the same reply.
 """
 
 from __future__ import annotations
@@ -64,12 +66,14 @@ class Meter:
         with self._lock:
             for r in results:
                 self.replies += 1
-                self.llm_calls += r.attempts  # a cached reply reports 0 attempts: no call made
+                self.invalid_replies += r.error is not None
+                if r.attempts == 0:  # a reply from the cache: no call made, no token spent now
+                    self.cached += r.error is None
+                    continue
+                self.llm_calls += r.attempts
                 self.prompt_tokens += r.prompt_tokens
                 self.completion_tokens += r.completion_tokens
-                self.invalid_replies += r.error is not None
                 self.retried += r.attempts > 1
-                self.cached += r.attempts == 0 and r.error is None
 
     def install(self, settings: "Settings") -> None:
         """Wrap every engine ``settings`` creates from now on (keeping any wrapper already set)."""
