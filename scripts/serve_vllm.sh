@@ -43,10 +43,12 @@ if [[ -d "$MODEL" ]]; then
   SERVED_NAME="${SERVED_NAME:-$(basename "$MODEL")}"
 else
   RESOLVE='import sys
-from halucheck.errors import HalucheckError
-from halucheck.weights import resolve
 try:
+    from halucheck.errors import HalucheckError
+    from halucheck.weights import resolve
     print(resolve(sys.argv[1]))
+except ImportError as exc:
+    sys.exit(f"error: {sys.executable} cannot run halucheck ({exc}); set HALUCHECK_PYTHON to the Python that has halucheck installed, or pass a model folder")
 except HalucheckError as exc:
     sys.exit(f"error: {exc}")'
   FOLDER="$("$HALUCHECK_PYTHON" -c "$RESOLVE" "$MODEL")" || exit 1  # resolve printed why
