@@ -139,6 +139,12 @@ class Settings:
     def profile_for(self, role: str) -> Profile:
         return self.profile(self.roles.get(role, self.default_profile))
 
+    def add_wrapper(self, wrapper) -> None:
+        """Wrap every engine created from now on in ``wrapper(engine)``, outside any wrapper already set
+        (e.g. the eval's cost meter around its reply cache)."""
+        inner = self.wrap
+        self.wrap = wrapper if inner is None else (lambda engine: wrapper(inner(engine)))
+
     def engine_for(self, role: str):
         """The engine serving ``role``; roles sharing a profile share one engine instance."""
         prof = self.profile_for(role)

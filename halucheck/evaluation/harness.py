@@ -77,12 +77,7 @@ class Meter:
 
     def install(self, settings: "Settings") -> None:
         """Wrap every engine ``settings`` creates from now on (keeping any wrapper already set)."""
-        previous = settings.wrap
-
-        def wrap(engine: Engine) -> Engine:
-            return MeteredEngine(previous(engine) if previous else engine, self)
-
-        settings.wrap = wrap
+        settings.add_wrapper(lambda engine: MeteredEngine(engine, self))
 
 
 def _install_cache(settings: "Settings", path: Path):
@@ -91,12 +86,7 @@ def _install_cache(settings: "Settings", path: Path):
     from halucheck.runstore import RunStore
 
     store = RunStore(path)
-    previous = settings.wrap
-
-    def wrap(engine: Engine) -> Engine:
-        return CachingEngine(previous(engine) if previous else engine, store)
-
-    settings.wrap = wrap
+    settings.add_wrapper(lambda engine: CachingEngine(engine, store))
     return store
 
 
