@@ -46,6 +46,15 @@ MIGRATIONS: list[tuple[str, str]] = [
             completion_tokens INTEGER, cached_tokens INTEGER, attempts INTEGER, latency_s DOUBLE);
         """,
     ),
+    (
+        "002_verdict_score",
+        """
+        ALTER TABLE turns ADD COLUMN p_factual DOUBLE;
+        ALTER TABLE turns ADD COLUMN capped BOOLEAN DEFAULT FALSE;
+        ALTER TABLE turns ADD COLUMN repaired VARCHAR;
+        ALTER TABLE verdicts ADD COLUMN p_hallucinated DOUBLE;
+        """,
+    ),
 ]
 
 
@@ -162,12 +171,17 @@ class RunStore:
         self._tx([
             ("DELETE FROM turns WHERE claim_id = ?", [claim_id]),
             ("DELETE FROM verdicts WHERE claim_id = ?", [claim_id]),
-            ("INSERT INTO turns VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            ("INSERT INTO turns (claim_id, ordinal, state, role, opinion, factuality, error_severity, error, "
+             "prompt_tokens, completion_tokens, cached_tokens, latency_s, p_factual, capped, repaired) "
+             "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
              [(claim_id, i, t.state, t.role, t.opinion, t.factuality, t.error_severity, t.error,
-               t.prompt_tokens, t.completion_tokens, t.cached_tokens, t.latency_s)
+               t.prompt_tokens, t.completion_tokens, t.cached_tokens, t.latency_s, t.p_factual, t.capped,
+               t.repaired)
               for i, t in enumerate(v.chain)]),
-            ("INSERT INTO verdicts VALUES (?, ?, ?, ?, ?, ?, ?)",
-             [claim_id, v.factuality, v.error_severity, v.confidence, v.rounds, v.consensus, v.error]),
+            ("INSERT INTO verdicts (claim_id, factuality, error_severity, confidence, rounds, consensus, error, "
+             "p_hallucinated) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+             [claim_id, v.factuality, v.error_severity, v.confidence, v.rounds, v.consensus, v.error,
+              v.p_hallucinated]),
         ])
 
     def add_stage_stats(self, stage: str, calls: int, prompt_tokens: int, completion_tokens: int,
@@ -201,11 +215,13 @@ class RunStore:
         chains: dict[str, list[Turn]] = {}
         for cid, *turn in self.query(
                 "SELECT claim_id, state, role, opinion, factuality, error_severity, error, prompt_tokens, "
-                "completion_tokens, cached_tokens, latency_s FROM turns ORDER BY claim_id, ordinal"):
+                "completion_tokens, cached_tokens, latency_s, p_factual, coalesce(capped, FALSE), repaired "
+                "FROM turns ORDER BY claim_id, ordinal"):
             chains.setdefault(cid, []).append(Turn(*turn))
-        return {cid: Verdict(f, sev, conf, chains.get(cid, []), rounds, consensus, err)
-                for cid, f, sev, conf, rounds, consensus, err in self.query(
-                    "SELECT claim_id, factuality, error_severity, confidence, rounds, consensus, error FROM verdicts")}
+        return {cid: Verdict(f, sev, conf, chains.get(cid, []), rounds, consensus, err, p_h)
+                for cid, f, sev, conf, rounds, consensus, err, p_h in self.query(
+                    "SELECT claim_id, factuality, error_severity, confidence, rounds, consensus, error, "
+                    "p_hallucinated FROM verdicts")}
 
 
 def dumps(obj) -> str:

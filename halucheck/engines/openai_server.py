@@ -171,6 +171,14 @@ class OpenAIServerEngine(Engine):
         }
         if s.seed is not None:
             body["seed"] = s.seed
+        # repetition controls: the OpenAI penalties, and vLLM's own repetition_penalty (an extra field
+        # its server accepts); vLLM has no n-gram ban, so no_repeat_ngram_size is not sent
+        if s.frequency_penalty:
+            body["frequency_penalty"] = s.frequency_penalty
+        if s.presence_penalty:
+            body["presence_penalty"] = s.presence_penalty
+        if s.repetition_penalty != 1.0:
+            body["repetition_penalty"] = s.repetition_penalty
         if request.schema is not None:
             body["response_format"] = {
                 "type": "json_schema",
@@ -280,6 +288,7 @@ def _parse_completion(data: dict) -> Result:
         prompt_tokens=int(usage.get("prompt_tokens") or 0),
         completion_tokens=int(usage.get("completion_tokens") or 0),
         cached_tokens=int(details.get("cached_tokens") or 0),
+        capped=choice.get("finish_reason") == "length",
     )
     lp = choice.get("logprobs")
     if lp and lp.get("content") is not None:

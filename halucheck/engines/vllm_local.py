@@ -108,6 +108,10 @@ class VLLMLocalEngine(Engine):
             top_p=s.top_p,
             max_tokens=s.max_tokens,
             seed=s.seed,
+            # repetition controls as vLLM defines them (it has no n-gram ban: no_repeat_ngram_size is unused)
+            repetition_penalty=s.repetition_penalty,
+            frequency_penalty=s.frequency_penalty,
+            presence_penalty=s.presence_penalty,
             logprobs=0 if request.logprobs else None,  # 0 = just the sampled token's logprob
             structured_outputs=StructuredOutputsParams(json=request.schema) if request.schema else None,
         )
@@ -161,6 +165,7 @@ def _result(out: Any) -> Result:
         prompt_tokens=len(out.prompt_token_ids or []),
         completion_tokens=len(comp.token_ids or []),
         cached_tokens=int(getattr(out, "num_cached_tokens", 0) or 0),
+        capped=getattr(comp, "finish_reason", None) == "length",
     )
     if comp.logprobs is not None:
         pairs = []
