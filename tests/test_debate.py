@@ -9,7 +9,8 @@ import math
 
 import jsonschema
 
-from halucheck.debate.agents import AGENT_SCHEMA, ROLE_SCHEMAS, build_messages, AgentCall, turn_from_result
+from halucheck.debate.agents import (AGENT_SCHEMA, BRIEF_WORDS, ROLE_SCHEMAS, AgentCall, brief, build_messages,
+                                     turn_from_result)
 from halucheck.engines.base import Result
 from halucheck.engines.fake import FakeEngine
 from halucheck.errors import ConfigError
@@ -125,10 +126,11 @@ def _logprob_reply(role_reply: dict, p_chosen: float) -> Result:
 
 def test_turn_probability_comes_from_the_factuality_token():
     call = AgentCall("skeptic", "S2")
-    t = turn_from_result(call, _logprob_reply({"doubt": "in Berlin", "passages": [1], "why": "It is in Paris.",
-                                                "factuality": False, "error_severity": 4}, 0.8))
+    t = turn_from_result(call, _logprob_reply({"doubt": "in Berlin", "passages": [1], "finding": "contradicted",
+                                                "why": "It is in Paris.", "factuality": False,
+                                                "error_severity": 4}, 0.8))
     assert t.factuality is False and t.p_factual == pytest.approx(0.2)
-    assert t.opinion == "Doubts \u201cin Berlin\u201d: It is in Paris. (passages [1])"
+    assert t.opinion == "Doubts \u201cin Berlin\u201d (contradicted): It is in Paris. (passages [1])"
     t = turn_from_result(AgentCall("initial", "S0"), _logprob_reply(
         {"passages": [], "opinion": "Supported.", "factuality": True, "error_severity": 0}, 0.9))
     assert t.p_factual == pytest.approx(0.9)
@@ -160,6 +162,14 @@ def test_paper_prompts_repair_inconsistent_severity_and_count_it():
     assert (v.chain[0].error_severity, v.chain[0].repaired) == (0, "severity 2 -> 0 (factual)")
     assert (v.chain[1].error_severity, v.chain[1].repaired) == (1, "severity 0 -> 1 (not factual)")
     assert v.to_dict()["chain"][0]["repaired"]
+
+
+def test_next_agent_reads_a_brief_of_the_previous_opinion():
+    long = "Passage 1 puts it in Paris. " + "It also says much more " * 10 + "(passages [1])"
+    assert brief("Passage 1 puts it in Paris. Then more. (passages [1], [2])") == \
+        "Passage 1 puts it in Paris. (passages [1], [2])"
+    assert brief(long) == "Passage 1 puts it in Paris. (passages [1])"
+    assert brief("w " * 40).endswith("\u2026") and len(brief("w " * 40).split()) == BRIEF_WORDS + 1
 
 
 def test_grounded_previous_opinions_are_prose_lines():

@@ -46,7 +46,8 @@ _TEXT = {"type": "string"}
 _PASSAGES = {"type": "array", "items": {"type": "integer", "enum": list(range(1, MAX_PASSAGES + 1))}, "maxItems": 3}
 ROLE_FIELDS: dict[str, dict[str, dict]] = {
     "initial": {"passages": _PASSAGES, "opinion": _TEXT},
-    "skeptic": {"doubt": _TEXT, "passages": _PASSAGES, "why": _TEXT},
+    "skeptic": {"doubt": _TEXT, "passages": _PASSAGES,
+                "finding": {"type": "string", "enum": ["supported", "contradicted", "not stated"]}, "why": _TEXT},
     "trust": {"passages": _PASSAGES, "support": _TEXT},
     "leader": {"side": {"type": "string", "enum": ["trust", "skeptic", "both"]}, "reason": _TEXT},
 }
@@ -112,7 +113,7 @@ def build_messages(claim: Claim, evidence: Sequence[Evidence], call: AgentCall) 
     shared = p["shared"].render(claim=claim.statement, evidence=list(evidence))
     user = shared + "\n\n" + p["roles"][call.role].render()
     if call.previous:
-        previous = [{"label": LABELS[t.role], "verdict": _verdict_words(t), "opinion": t.opinion}
+        previous = [{"label": LABELS[t.role], "verdict": _verdict_words(t), "opinion": brief(t.opinion)}
                     for t in call.previous]
         user += "\n" + p["previous"].render(previous=previous).rstrip()
     user += "\n\n" + p["answer"].render()
@@ -124,7 +125,7 @@ def opinion_of(role: Role, reply: dict, n_evidence: int) -> str:
     cited = [n for n in reply.get("passages", []) if 1 <= n <= n_evidence]
     refs = ", ".join(f"[{n}]" for n in dict.fromkeys(cited))
     if role == "skeptic":
-        text = f"Doubts \u201c{reply['doubt'].strip()}\u201d: {reply['why'].strip()}"
+        text = f"Doubts \u201c{reply['doubt'].strip()}\u201d ({reply['finding']}): {reply['why'].strip()}"
     elif role == "trust":
         text = reply["support"].strip()
     elif role == "leader":
@@ -136,7 +137,25 @@ def opinion_of(role: Role, reply: dict, n_evidence: int) -> str:
 
 
 _FRAME = re.compile(r"^(Sides with (both agents|the Trust agent|the Skeptic agent): |Doubts )|"
+                    r" \((supported|contradicted|not stated)\):|"
                     r" \(passages (\[\d+\](, )?)+\)$")
+_FIRST_SENTENCE = re.compile(r"(?<=[.!?])\s")
+BRIEF_WORDS = 30
+
+
+def brief(opinion: str, words: int = BRIEF_WORDS) -> str:
+    """An opinion as the next agent reads it: its first sentence, at most ``words`` words, and the
+    passages it cited. Small models continue whatever long text they are shown; a short line gives them
+    the point to answer, not a paragraph to copy."""
+    body, refs = opinion, ""
+    m = re.search(r" \(passages (\[\d+\](, )?)+\)$", opinion)
+    if m:
+        body, refs = opinion[: m.start()], m.group(0)
+    first = _FIRST_SENTENCE.split(body.strip(), maxsplit=1)[0]
+    cut = first.split()
+    if len(cut) > words:
+        first = " ".join(cut[:words]) + " \u2026"
+    return first + refs
 
 
 def agent_words(role: str, opinion: str) -> str:
