@@ -9,6 +9,7 @@ import pytest
 import torch
 
 from halucheck.engines import Request, SamplingParams
+from halucheck.engines import ngrams
 from halucheck.engines import transformers as tf
 from halucheck.engines.openai_server import OpenAIServerEngine
 
@@ -56,7 +57,7 @@ def _guides(regex: str | None, sampling: SamplingParams, prompt: list[int]):
 
 
 def test_penalties_apply_in_free_text_only_and_logprobs_come_before_them(monkeypatch):
-    monkeypatch.setattr(tf, "FREE_TEXT_MIN_TOKENS", 3)
+    monkeypatch.setattr(ngrams, "FREE_TEXT_MIN_TOKENS", 3)
     s = SamplingParams(presence_penalty=5.0)
     # free text: x or y, then a two-way verdict t / f; the reply so far said "x" and "t"... here: "x"
     g = _guides(r"[xy]{0,4}(t|f)", s, prompt=[0])
@@ -79,9 +80,9 @@ def test_server_request_carries_the_penalties(monkeypatch):
     body = eng.body(Request(MSG, sampling=SamplingParams(repetition_penalty=1.1, frequency_penalty=0.3,
                                                           presence_penalty=0.2, no_repeat_ngram_size=6)))
     assert (body["repetition_penalty"], body["frequency_penalty"], body["presence_penalty"]) == (1.1, 0.3, 0.2)
-    assert "no_repeat_ngram_size" not in body  # vLLM has no n-gram ban
+    assert body["vllm_xargs"] == {"no_repeat_ngram_size": 6}  # for halucheck's vLLM logits processor
     plain = eng.body(Request(MSG))
-    assert not {"repetition_penalty", "frequency_penalty", "presence_penalty"} & set(plain)
+    assert not {"repetition_penalty", "frequency_penalty", "presence_penalty", "vllm_xargs"} & set(plain)
     eng.close()
 
 

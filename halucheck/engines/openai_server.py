@@ -171,14 +171,17 @@ class OpenAIServerEngine(Engine):
         }
         if s.seed is not None:
             body["seed"] = s.seed
-        # repetition controls: the OpenAI penalties, and vLLM's own repetition_penalty (an extra field
-        # its server accepts); vLLM has no n-gram ban, so no_repeat_ngram_size is not sent
+        # repetition controls: the OpenAI penalties, vLLM's own repetition_penalty (an extra field its
+        # server accepts), and the n-gram ban as an extra argument for halucheck's logits processor
+        # (engines/vllm_ngram.py; scripts/serve_vllm.sh loads it: a server without it ignores the argument)
         if s.frequency_penalty:
             body["frequency_penalty"] = s.frequency_penalty
         if s.presence_penalty:
             body["presence_penalty"] = s.presence_penalty
         if s.repetition_penalty != 1.0:
             body["repetition_penalty"] = s.repetition_penalty
+        if s.no_repeat_ngram_size > 0:
+            body["vllm_xargs"] = {"no_repeat_ngram_size": int(s.no_repeat_ngram_size)}
         if request.schema is not None:
             body["response_format"] = {
                 "type": "json_schema",

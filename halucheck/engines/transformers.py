@@ -31,6 +31,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Sequence
 
+from halucheck.engines import ngrams
 from halucheck.engines.base import Engine, Request, Result
 from halucheck.errors import ConfigError, EngineError
 
@@ -286,12 +287,6 @@ def _sampling_key(request: Request) -> tuple:
     return ("sample", float(s.temperature), float(s.top_p), s.seed)
 
 
-# A guide state that allows at least this many tokens is free text (inside a JSON string): only there
-# do repetition controls apply. Where the schema leaves a few choices (a boolean, a severity digit, a
-# key) they never apply, so they shape the prose and never tip a verdict or its log-probability.
-FREE_TEXT_MIN_TOKENS = 1000
-
-
 class _RowGuides:
     """A transformers logits processor that gives each row its own Outlines guide (or none), caps each
     row at its own max_tokens, applies each row's own repetition controls, and records the chosen
@@ -370,7 +365,8 @@ class _RowGuides:
                 fill_next_token_bitmask(guide, self._bitmask)
                 allowed = self._allowed(scores.shape[1])
                 scores[row].masked_fill_(~allowed, float("-inf"))
-            if self.penalties[row] is not None and (allowed is None or int(allowed.sum()) >= FREE_TEXT_MIN_TOKENS):
+            # repetition controls shape free text only (see engines/ngrams.py), never a verdict's tokens
+            if self.penalties[row] is not None and (allowed is None or int(allowed.sum()) >= ngrams.FREE_TEXT_MIN_TOKENS):
                 free[row] = True if allowed is None else allowed
         if any(self.want):
             self._last_logprobs = torch.log_softmax(scores.float(), dim=-1)
@@ -415,25 +411,16 @@ class _Penalties:
         self.rep = float(sampling.repetition_penalty)
         self.freq = float(sampling.frequency_penalty)
         self.pres = float(sampling.presence_penalty)
-        self.n = int(sampling.no_repeat_ngram_size)
         self.seen: set[int] = set(prompt)  # prompt and reply: what repetition_penalty counts
         self.counts: dict[int, int] = {}  # reply only: what frequency/presence penalties count
-        self.history: list[int] = list(prompt)
-        self.ngrams: dict[tuple[int, ...], set[int]] = {}  # (n-1)-gram -> tokens that followed it
-        if self.n > 0:
-            for i in range(len(self.history) - self.n + 1):
-                self._add_ngram(i)
-
-    def _add_ngram(self, i: int) -> None:
-        gram = self.history[i : i + self.n]
-        self.ngrams.setdefault(tuple(gram[:-1]), set()).add(gram[-1])
+        n = int(sampling.no_repeat_ngram_size)
+        self.ngrams = ngrams.NGramBan(n, prompt) if n > 0 else None
 
     def add(self, token: int) -> None:
         self.seen.add(token)
         self.counts[token] = self.counts.get(token, 0) + 1
-        self.history.append(token)
-        if self.n > 0 and len(self.history) >= self.n:
-            self._add_ngram(len(self.history) - self.n)
+        if self.ngrams is not None:
+            self.ngrams.extend([token])
 
     def apply(self, row, allowed) -> None:
         """Penalise ``row`` (one row of logits) in place; ``allowed``: the schema's mask, or None."""
@@ -449,15 +436,5 @@ class _Penalties:
             counts = torch.tensor(list(self.counts.values()), dtype=row.dtype)
             keep = idx < row.shape[0]
             row[idx[keep]] -= self.freq * counts[keep] + self.pres
-        if self.n > 0 and len(self.history) >= self.n - 1:
-            banned = self.ngrams.get(tuple(self.history[len(self.history) - self.n + 1 :]) if self.n > 1 else ())
-            if banned:
-                idx = torch.tensor(sorted(banned), dtype=torch.long)
-                idx = idx[idx < row.shape[0]]
-                # never ban every token the schema allows: a forced repeat is better than no reply
-                still = torch.isfinite(row).clone()
-                still[idx] = False
-                if allowed is not None:
-                    still &= allowed
-                if bool(still.any()):
-                    row[idx] = float("-inf")
+        if self.ngrams is not None:
+            self.ngrams.apply(row, allowed)
