@@ -1,7 +1,7 @@
 """Real-model checks of halucheck's vLLM engines (run by scripts/vllm_cpu_smoke.sh).
 
-  python scripts/vllm_smoke.py server --base-url URL --model NAME      # OpenAIServerEngine, 4 requests
-  python scripts/vllm_smoke.py local --model FOLDER                    # VLLMLocalEngine, 4 requests
+  python scripts/vllm_smoke.py server --base-url URL --model NAME      # OpenAIServerEngine, 4 requests + repetition controls
+  python scripts/vllm_smoke.py local --model FOLDER                    # VLLMLocalEngine, the same
   python scripts/vllm_smoke.py bench --base-url URL --model NAME -n 16 --concurrency 1,16
 
 Each check exits non-zero unless every reply is schema-valid JSON. ``bench`` prints one JSON line:
@@ -114,13 +114,40 @@ def run_batch(engine, label: str) -> bool:
     return ok
 
 
+PHRASE = "the quick brown fox jumps over the lazy dog"
+
+
+def repetition_controls(engine, label: str) -> bool:
+    """The repetition controls reach the model. Asked to repeat a phrase of the prompt, greedy decoding
+    writes it, and cannot with ``no_repeat_ngram_size`` (inside the free-text reply); asked to write one
+    word many times, it writes it fewer times with a frequency penalty."""
+    schema = {"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]}
+    copy = ({"role": "user", "content": f"Repeat this sentence: {PHRASE}."},)
+    loop = ({"role": "user", "content": "Write the word hello twenty times, separated by spaces."},)
+    reqs = [Request(messages=copy, schema=schema, sampling=SamplingParams(max_tokens=60)),
+            Request(messages=copy, schema=schema, sampling=SamplingParams(max_tokens=60, no_repeat_ngram_size=4)),
+            Request(messages=loop, schema=schema, sampling=SamplingParams(max_tokens=60)),
+            Request(messages=loop, schema=schema, sampling=SamplingParams(max_tokens=60, frequency_penalty=1.0))]
+    a, b, c, d = engine.generate(reqs)
+    copies = [r.text.lower().count(PHRASE) for r in (a, b)]
+    hellos = [r.text.lower().count("hello") for r in (c, d)]
+    ok = all(r.ok for r in (a, b, c, d)) and copies[0] >= 1 and copies[1] == 0 and hellos[1] < hellos[0]
+    print(f"{label}: phrase copied {copies[0]}x plain, {copies[1]}x with no_repeat_ngram_size=4; 'hello' "
+          f"{hellos[0]}x plain, {hellos[1]}x with frequency_penalty=1.0 -> {'ok' if ok else 'FAILED'}")
+    for r, name in ((a, "plain"), (b, "ngram"), (c, "loop"), (d, "penalty")):
+        print(f"  {name}: {r.text[:160]!r}")
+    return ok
+
+
 def cmd_server(args) -> int:
     from halucheck.engines.openai_server import OpenAIServerEngine
 
     engine = OpenAIServerEngine(model=args.model, base_url=args.base_url, max_concurrency=16, timeout_s=900)
     print(f"served models: {engine.served_models}")
     try:
-        return 0 if run_batch(engine, "vllm server") else 1
+        ok = run_batch(engine, "vllm server")
+        ok &= repetition_controls(engine, "vllm server")
+        return 0 if ok else 1
     finally:
         engine.close()
 
@@ -135,7 +162,9 @@ def cmd_local(args) -> int:
     )
     print(f"vllm-local started in {time.perf_counter() - t0:.1f} s")
     try:
-        return 0 if run_batch(engine, "vllm-local") else 1
+        ok = run_batch(engine, "vllm-local")
+        ok &= repetition_controls(engine, "vllm-local")
+        return 0 if ok else 1
     finally:
         engine.close()
 
