@@ -81,6 +81,8 @@ def test_server_request_carries_the_penalties(monkeypatch):
                                                           presence_penalty=0.2, no_repeat_ngram_size=6)))
     assert (body["repetition_penalty"], body["frequency_penalty"], body["presence_penalty"]) == (1.1, 0.3, 0.2)
     assert body["vllm_xargs"] == {"no_repeat_ngram_size": 6}  # for halucheck's vLLM logits processor
+    scoped = eng.body(Request(MSG, sampling=SamplingParams(no_repeat_ngram_size=6), avoid="earlier words"))
+    assert scoped["vllm_xargs"] == {"no_repeat_ngram_size": 6, "no_repeat_text": "earlier words"}
     plain = eng.body(Request(MSG))
     assert not {"repetition_penalty", "frequency_penalty", "presence_penalty", "vllm_xargs"} & set(plain)
     eng.close()
@@ -94,3 +96,20 @@ def test_server_reply_cut_at_max_tokens_is_marked_capped():
 
     assert _parse_completion(completion("length")).capped
     assert not _parse_completion(completion("stop")).capped
+
+
+def test_debate_turns_guard_every_earlier_opinion_not_the_evidence():
+    from halucheck.debate import Agents, DebateConfig, check_claim
+    from halucheck.engines.fake import FakeEngine
+    from halucheck.records import Claim, Evidence
+
+    engine = FakeEngine(responder=lambda r: {"opinion": r.tag, "doubt": r.tag, "why": r.tag, "support": r.tag,
+                                             "reason": r.tag, "factuality": True, "error_severity": 0})
+    check_claim(Claim("c"), [Evidence("e")], Agents(engine=engine), DebateConfig(min_rounds=1, max_rounds=1))
+    avoid = [r.avoid for r in engine.requests]
+    assert avoid[0] == ""  # the first agent: only its own reply is guarded, it may quote the evidence
+    ref = " (passages [1])"
+    assert avoid[1] == "debate:initial" + ref
+    assert avoid[3].splitlines() == ["debate:initial" + ref,
+                                     "Doubts \u201cdebate:skeptic\u201d (supported): debate:skeptic" + ref,
+                                     "debate:trust" + ref]

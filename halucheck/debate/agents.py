@@ -84,6 +84,7 @@ class AgentCall:
     state: State
     previous: tuple[Turn, ...] = ()
     prompts: str = "grounded"
+    earlier: tuple[str, ...] = ()  # every earlier opinion of the chain, which this turn must not repeat
 
 
 def _verdict_words(t: Turn) -> str:
@@ -229,4 +230,6 @@ class Agents:
             sampling=sampling,
             logprobs=True,  # the factuality token's probability scores the turn
             tag=f"debate:{call.role}",
+            # the n-gram ban guards the other agents' words and the reply itself, not the evidence
+            avoid="\n".join(call.earlier),
         )

@@ -76,7 +76,8 @@ def debate(claim: Claim, evidence: Sequence[Evidence], cfg: DebateConfig = Debat
             else:  # Trust and Skeptic read the agent just before them (the last valid one)
                 prev = last_valid(chain + turns)
                 previous = (prev,) if prev else ()
-            turns.append((yield AgentCall(role, state, previous, cfg.prompts)))
+            earlier = tuple(t.opinion for t in chain + turns if t.ok)  # what the agent must not repeat
+            turns.append((yield AgentCall(role, state, previous, cfg.prompts, earlier)))
         chain += turns
         rounds += 1
         result = last_valid(turns) or result

@@ -55,6 +55,10 @@ class Request:
     sampling: SamplingParams = field(default_factory=SamplingParams)
     logprobs: bool = False
     tag: str = ""  # what the call is for (e.g. "debate:skeptic"); used for accounting only
+    # What no_repeat_ngram_size guards: None = the whole prompt and the reply (as transformers and most
+    # engines define it); a string = only that text (e.g. the other agents' opinions) and the reply,
+    # so the reply may still quote its evidence.
+    avoid: str | None = None
 
     def key(self, model: str = "") -> str:
         """A stable hash of everything that determines the reply (for caching and dedupe)."""
@@ -65,6 +69,7 @@ class Request:
                 "schema": self.schema,
                 "sampling": self.sampling.__dict__,
                 "logprobs": self.logprobs,
+                "avoid": self.avoid,
             },
             sort_keys=True,
             ensure_ascii=False,

@@ -182,6 +182,8 @@ class OpenAIServerEngine(Engine):
             body["repetition_penalty"] = s.repetition_penalty
         if s.no_repeat_ngram_size > 0:
             body["vllm_xargs"] = {"no_repeat_ngram_size": int(s.no_repeat_ngram_size)}
+            if request.avoid is not None:
+                body["vllm_xargs"]["no_repeat_text"] = request.avoid
         if request.schema is not None:
             body["response_format"] = {
                 "type": "json_schema",

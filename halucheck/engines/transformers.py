@@ -192,6 +192,9 @@ class TransformersEngine(Engine):
         # The template already holds any BOS/special tokens; adding them again would double them.
         return self.tokenizer(text, add_special_tokens=False)["input_ids"]
 
+    def _tokens(self, text: str) -> list[int]:
+        return self.tokenizer(text, add_special_tokens=False)["input_ids"] if text else []
+
     def _generate_chunk(self, chunk: list[_Prepared], key: tuple) -> list[Result]:
         import torch
         from transformers import LogitsProcessorList
@@ -211,7 +214,7 @@ class TransformersEngine(Engine):
             prompt_width=width,
             want_logprobs=[p.request.logprobs for p in chunk],
             sampling=[p.request.sampling for p in chunk],
-            prompts=[p.input_ids for p in chunk],
+            prompts=[p.input_ids if p.request.avoid is None else self._tokens(p.request.avoid) for p in chunk],
         )
         kwargs: dict[str, Any] = {}
         if key[0] == "sample":
@@ -308,6 +311,8 @@ class _RowGuides:
         sampling: list[Any] | None = None,
         prompts: list[list[int]] | None = None,
     ) -> None:
+        """``prompts``: per row, the tokens its repetition controls count as already seen (the prompt,
+        or the text the request asked to avoid)."""
         self.indexes = indexes
         self.max_tokens = max_tokens
         self.eos_ids = eos_ids

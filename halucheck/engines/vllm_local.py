@@ -115,7 +115,7 @@ class VLLMLocalEngine(Engine):
             repetition_penalty=s.repetition_penalty,
             frequency_penalty=s.frequency_penalty,
             presence_penalty=s.presence_penalty,
-            extra_args={"no_repeat_ngram_size": int(s.no_repeat_ngram_size)} if s.no_repeat_ngram_size > 0 else None,
+            extra_args=_ngram_args(request) if s.no_repeat_ngram_size > 0 else None,
             logprobs=0 if request.logprobs else None,  # 0 = just the sampled token's logprob
             structured_outputs=StructuredOutputsParams(json=request.schema) if request.schema else None,
         )
@@ -159,6 +159,13 @@ class VLLMLocalEngine(Engine):
                 llm.llm_engine.engine_core.shutdown()
             except Exception:  # best effort: the engine process also exits with this one
                 pass
+
+
+def _ngram_args(request: Request) -> dict:
+    args: dict[str, Any] = {"no_repeat_ngram_size": int(request.sampling.no_repeat_ngram_size)}
+    if request.avoid is not None:
+        args["no_repeat_text"] = request.avoid
+    return args
 
 
 def _result(out: Any) -> Result:

@@ -5,7 +5,9 @@ loads by name and applies to the requests that ask for it.
     vllm.LLM(..., logits_processors=[NoRepeatNGram])                                   (vllm-local engine)
 
 A request asks through its extra arguments: ``vllm_xargs: {"no_repeat_ngram_size": 6}`` in a server
-request, ``SamplingParams(extra_args={"no_repeat_ngram_size": 6})`` in process. vLLM applies custom
+request, ``SamplingParams(extra_args={"no_repeat_ngram_size": 6})`` in process; with
+``"no_repeat_text": TEXT`` the ban covers that text and the reply instead of the whole prompt
+(``Request.avoid``). vLLM applies custom
 processors after the structured-output mask and computes its default (raw) logprobs before them, so
 the ban sees only what the schema allows and the reported logprobs are unchanged by it, as in the
 transformers engine. Imported only by vLLM: this module needs vllm installed.
@@ -19,19 +21,21 @@ from vllm.v1.sample.logits_processor import AdapterLogitsProcessor
 from halucheck.engines.ngrams import NGramBan, free_text
 
 XARG = "no_repeat_ngram_size"
+TEXT_XARG = "no_repeat_text"
 
 
 class _Request:
     """One request's ban; vLLM passes the prompt and the (growing) list of output tokens."""
 
-    def __init__(self, n: int) -> None:
+    def __init__(self, n: int, avoid: list[int] | None = None) -> None:
         self.n = n
+        self.avoid = avoid
         self.ban: NGramBan | None = None
         self.seen = 0
 
     def __call__(self, prompt_ids: list[int], output_ids: list[int], logits):
         if self.ban is None:
-            self.ban = NGramBan(self.n, prompt_ids)
+            self.ban = NGramBan(self.n, prompt_ids if self.avoid is None else self.avoid)
         self.ban.extend(output_ids[self.seen:])
         self.seen = len(output_ids)
         if free_text(logits):
@@ -40,7 +44,20 @@ class _Request:
 
 
 class NoRepeatNGram(AdapterLogitsProcessor):
-    """vLLM logits processor: never continue an n-gram of the prompt or the reply, inside free text."""
+    """vLLM logits processor: never continue an n-gram of the prompt (or of the request's
+    ``no_repeat_text``) or of the reply, inside free text."""
+
+    def __init__(self, vllm_config, device, is_pin_memory) -> None:
+        super().__init__(vllm_config, device, is_pin_memory)
+        self._config = vllm_config
+        self._tokenizer = None
+
+    def _encode(self, text: str) -> list[int]:
+        if self._tokenizer is None:
+            from vllm.tokenizers import cached_tokenizer_from_config
+
+            self._tokenizer = cached_tokenizer_from_config(self._config.model_config)
+        return list(self._tokenizer.encode(text, add_special_tokens=False)) if text else []
 
     @classmethod
     def validate_params(cls, params: SamplingParams) -> None:
@@ -52,5 +69,9 @@ class NoRepeatNGram(AdapterLogitsProcessor):
         return False  # it changes which token greedy decoding picks
 
     def new_req_logits_processor(self, params: SamplingParams):
-        n = (params.extra_args or {}).get(XARG)
-        return _Request(int(n)) if n else None
+        args = params.extra_args or {}
+        n = args.get(XARG)
+        if not n:
+            return None
+        text = args.get(TEXT_XARG)
+        return _Request(int(n), None if text is None else self._encode(str(text)))
