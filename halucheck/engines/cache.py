@@ -2,6 +2,8 @@
 
 This is what makes a killed run cheap to resume: every reply that came back before the kill is read
 from the cache, not asked again. Only valid replies are cached (a failure is retried on resume).
+A server engine's replies are cached one by one as they return, not when the whole batch has
+(a kill would otherwise ask again every finished reply of the batch in flight).
 """
 
 from __future__ import annotations
@@ -40,15 +42,42 @@ class CachingEngine(WrappedEngine):
                 self.hits += 1
             else:
                 todo.append(i)
-        if todo:
-            self.misses += len(todo)
+        if not todo:
+            return results  # type: ignore[return-value]
+        self.misses += len(todo)
+        if self.streaming and len(todo) > 1:
+            self._generate_each(requests, keys, todo, results)
+        else:
             fresh = self.inner.generate([requests[i] for i in todo])
-            rows = []
             for i, res in zip(todo, fresh):
                 results[i] = res
-                if res.ok:
-                    rows.append((keys[i], requests[i].tag, res.text, json.dumps(res.parsed, ensure_ascii=False),
-                                 res.prompt_tokens, res.completion_tokens, res.cached_tokens, res.attempts,
-                                 res.latency_s))
-            self.store.cache_put(rows)
+            self._put(requests, keys, todo, results)
         return results  # type: ignore[return-value]
+
+    def _generate_each(self, requests, keys, todo, results) -> None:
+        """One request per inner call, up to the engine's concurrency at once; each reply is cached the
+        moment it returns."""
+        from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
+
+        with ThreadPoolExecutor(max_workers=max(1, min(self.max_batch, len(todo)))) as pool:
+            running = {pool.submit(self.inner.generate, [requests[i]]): i for i in todo}
+            try:
+                while running:
+                    done, _ = wait(list(running), return_when=FIRST_COMPLETED)
+                    finished = []
+                    for fut in done:
+                        i = running.pop(fut)
+                        results[i] = fut.result()[0]
+                        finished.append(i)
+                    self._put(requests, keys, finished, results)
+            except BaseException:
+                for fut in running:
+                    fut.cancel()
+                raise
+
+    def _put(self, requests, keys, indexes, results) -> None:
+        self.store.cache_put([
+            (keys[i], requests[i].tag, results[i].text, json.dumps(results[i].parsed, ensure_ascii=False),
+             results[i].prompt_tokens, results[i].completion_tokens, results[i].cached_tokens, results[i].attempts,
+             results[i].latency_s)
+            for i in indexes if results[i].ok])
