@@ -40,7 +40,7 @@ class RunOptions:
     top_k: int = 10
     max_claims: int = 64
     debate: DebateConfig = field(default_factory=DebateConfig)
-    batch_items: int = 64
+    batch_items: int = 256  # answers per claims-stage batch (its results are one transaction)
     retries: int = 2  # passes over failed work after the first, within one run
     retry_backoff_s: float = 2.0  # wait before the first retry pass; doubles for each further pass
 
@@ -177,6 +177,9 @@ class Pipeline:
         if not todo:
             return
         engine_f, engine_x = self.settings.engine_for("filter"), self.settings.engine_for("extractor")
+        # items with errors of an earlier attempt: those are replaced by this attempt's outcome
+        had_errors = {r[0] for r in self.store.query(
+            "SELECT DISTINCT item_idx FROM errors WHERE stage IN ('filter', 'extract', 'claims-warning')")}
         bar = self.progress(total=len(todo), desc="claims   ", unit="answer")
         for start in range(0, len(todo), self.opts.batch_items):
             chunk = todo[start:start + self.opts.batch_items]
@@ -227,7 +230,7 @@ class Pipeline:
                             for k, (c, seg) in enumerate(found)]
             outs = filtered + extracted
             self.store.save_claims_batch(
-                saved, errors, [i for i, _ in chunk],
+                saved, errors, [i for i, _ in chunk if i in had_errors],
                 ("claims", sum(o.calls for o in outs), sum(o.prompt_tokens for o in outs),
                  sum(o.completion_tokens for o in outs), 0, time.perf_counter() - t0, sum(bool(o.error) for o in outs)))
             bar.update(len(chunk))
@@ -245,6 +248,7 @@ class Pipeline:
         if corpus is None and not any(by_idx[r[1]].context for r in rows if r[1] in by_idx):
             self.log("note: no --corpus and no context in the input: claims are judged without evidence")
         engine_q = self.settings.engine_for("query")
+        had_errors = {r[0] for r in self.store.query("SELECT DISTINCT claim_id FROM errors WHERE claim_id IS NOT NULL")}
         bar = self.progress(total=len(rows), desc="evidence ", unit="claim")
         for start in range(0, len(rows), self.opts.batch_items * 4):
             chunk = rows[start:start + self.opts.batch_items * 4]
@@ -275,7 +279,7 @@ class Pipeline:
                        f"query generation failed: {o.error}")
                       for (cid, idx, _, _), o in zip(chunk, outs) if o.error]
             self.store.save_evidence_batch(
-                done, errors, [r[0] for r in chunk],
+                done, errors, [r[0] for r in chunk if r[0] in had_errors],
                 ("queries", sum(o.calls for o in outs), sum(o.prompt_tokens for o in outs),
                  sum(o.completion_tokens for o in outs), 0, time.perf_counter() - t0, len(errors)))
             bar.update(len(chunk))
@@ -308,8 +312,8 @@ class Pipeline:
         """Claims with evidence and no clean verdict: never debated, no valid verdict, or a failed turn
         (the valid turns of a failed debate come back from the reply cache; only failed calls are asked)."""
         return self.store.query(
-            "SELECT c.claim_id, c.text, c.question FROM claims c LEFT JOIN verdicts v USING (claim_id) "
-            "WHERE c.evidence_done AND (v.claim_id IS NULL OR v.factuality IS NULL OR c.claim_id IN "
+            "SELECT c.claim_id, c.text, c.question, v.claim_id IS NOT NULL FROM claims c LEFT JOIN verdicts v "
+            "USING (claim_id) WHERE c.evidence_done AND (v.claim_id IS NULL OR v.factuality IS NULL OR c.claim_id IN "
             "(SELECT claim_id FROM turns WHERE error IS NOT NULL)) ORDER BY c.item_idx, c.ordinal")
 
     def debate(self) -> None:
@@ -317,21 +321,35 @@ class Pipeline:
         if not rows:
             return
         evidence = self.store.evidence_for_many([r[0] for r in rows])
-        jobs = [DebateJob(Claim(text, question), tuple(evidence.get(cid, ()))) for cid, text, question in rows]
-        bar = self.progress(total=len(jobs), desc="debate   ", unit="claim")
+        # identical claims (same statement and evidence) are debated once; every claim id gets the verdict
+        jobs: list[DebateJob] = []
+        claim_ids: list[list[str]] = []
+        first: dict[str, int] = {}
+        debated_before = {r[0] for r in rows if r[3]}
+        for cid, text, question, _ in rows:
+            job = DebateJob(Claim(text, question), tuple(evidence.get(cid, ())))
+            k = job.key()
+            if k in first:
+                claim_ids[first[k]].append(cid)
+            else:
+                first[k] = len(jobs)
+                jobs.append(job)
+                claim_ids.append([cid])
+        bar = self.progress(total=len(rows), desc="debate   ", unit="claim")
         buffer: list[tuple] = []
         last = [time.perf_counter()]
         failed_turns = [0]
 
         def flush(stats: tuple | None = None) -> None:
             if buffer or stats:
-                self.store.save_verdicts(buffer, stats)
+                self.store.save_verdicts(buffer, stats, replace=debated_before)
             bar.update(len(buffer))
             buffer.clear()
             last[0] = time.perf_counter()
 
         def on_verdict(i, verdict):
-            buffer.append((rows[i][0], verdict))
+            # the verdict is only read from here on, so its twins share it rather than copy it
+            buffer.extend((cid, verdict) for cid in claim_ids[i])
             failed_turns[0] += sum(t.error is not None for t in verdict.chain)
             if len(buffer) >= VERDICT_BATCH or time.perf_counter() - last[0] > VERDICT_FLUSH_S:
                 flush()

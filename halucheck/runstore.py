@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import re
 import threading
+import time
 from pathlib import Path
 from typing import Iterable
 
@@ -64,6 +65,8 @@ MIGRATIONS: list[tuple[str, str]] = [
     ),
 ]
 
+MAX_DEFER_S = 1.0  # the longest a deferred LLM reply waits for a transaction to be written in
+
 ONCE = "once"  # marks a _tx statement executed once with list parameters (not executemany)
 
 # errors written by the claims stage for an item; replaced when the item is tried again
@@ -101,6 +104,8 @@ class RunStore:
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self.lock = threading.RLock()
+        self._pending_cache: dict[str, tuple] = {}  # deferred llm_cache rows, written by the next _tx
+        self._pending_since = 0.0
         try:
             self.con = duckdb.connect(str(self.path))
         except duckdb.Error as exc:
@@ -162,6 +167,8 @@ class RunStore:
 
     def close(self) -> None:
         with self.lock:
+            if self._pending_cache:
+                self._tx([])
             self.con.close()
 
     # -- helpers ---------------------------------------------------------------------------------
@@ -172,6 +179,9 @@ class RunStore:
         import duckdb
 
         with self.lock:
+            pending = self._take_pending_cache()
+            if pending:
+                statements = [(Rows("llm_cache", CACHE_COLUMNS, pending, verb="INSERT OR REPLACE"),), *statements]
             try:
                 self.con.execute("BEGIN")
                 try:
@@ -191,6 +201,8 @@ class RunStore:
                     self.con.execute("COMMIT")
                 except BaseException:
                     self.con.execute("ROLLBACK")
+                    for r in pending:  # not written: keep them for the next transaction
+                        self._pending_cache.setdefault(r[0], r)
                     raise
             except duckdb.Error as exc:
                 if _is_damage(exc):
@@ -220,15 +232,33 @@ class RunStore:
     def cache_get(self, keys: list[str]) -> dict[str, tuple]:
         if not keys:
             return {}
+        with self.lock:
+            pending = {k: self._pending_cache[k][2:] for k in keys if k in self._pending_cache}
         rows = self.query(
             "SELECT key, text, parsed, prompt_tokens, completion_tokens, cached_tokens, attempts, latency_s "
-            "FROM llm_cache WHERE key IN (SELECT unnest(?))", [keys])
-        return {r[0]: r[1:] for r in rows}
+            "FROM llm_cache WHERE key IN (SELECT unnest(?))", [[k for k in keys if k not in pending]])
+        return {**{r[0]: r[1:] for r in rows}, **pending}
 
-    def cache_put(self, rows: list[tuple]) -> None:
-        """rows: (key, tag, text, parsed, prompt_tokens, completion_tokens, cached_tokens, attempts, latency_s)."""
-        if rows:
-            self._tx([(Rows("llm_cache", CACHE_COLUMNS, rows, verb="INSERT OR REPLACE"),)])
+    def cache_put(self, rows: list[tuple], defer: bool = False) -> None:
+        """rows: (key, tag, text, parsed, prompt_tokens, completion_tokens, cached_tokens, attempts, latency_s).
+
+        ``defer``: the rows join the next transaction instead of one of their own (a commit costs
+        milliseconds; replies that came back fast are cheaper to ask again after a kill than to commit
+        alone). Deferred rows wait at most ``MAX_DEFER_S``: then they are written anyway."""
+        if not rows:
+            return
+        with self.lock:
+            if not self._pending_cache:
+                self._pending_since = time.monotonic()
+            for r in rows:
+                self._pending_cache[r[0]] = r
+            if not defer or time.monotonic() - self._pending_since > MAX_DEFER_S:
+                self._tx([])
+
+    def _take_pending_cache(self) -> list[tuple]:
+        rows = list(self._pending_cache.values())
+        self._pending_cache.clear()
+        return rows
 
     # -- items and claims ------------------------------------------------------------------------
     def add_items(self, rows: list[tuple]) -> None:
@@ -250,20 +280,22 @@ class RunStore:
                    [item_idx, line, stage, message])])
 
     def save_claims(self, item_idx: int, claims: list[tuple]) -> None:
-        """claims: (claim_id, ordinal, text, question, span_start, span_end). Marks the item done."""
+        """claims: (claim_id, ordinal, text, question, span_start, span_end), replacing the item's; marks
+        the item done."""
+        self._tx([("DELETE FROM claims WHERE item_idx = ?", [item_idx])])
         self.save_claims_batch({item_idx: claims}, [], [item_idx])
 
     def save_claims_batch(self, done: dict[int, list[tuple]], errors: list[tuple], tried: list[int],
                           stats: tuple | None = None) -> None:
         """One batch of the claims stage in one transaction. ``done``: item -> its claims (as in
-        :meth:`save_claims`), marked done; ``errors``: (item_idx, line, stage, message) of this attempt;
-        ``tried``: every item attempted, whose earlier claims-stage errors are dropped."""
+        :meth:`save_claims`), for items not done yet (which have no claims: claims and the done mark are
+        written together), marked done; ``errors``: (item_idx, line, stage, message) of this attempt;
+        ``tried``: the items attempted that have earlier claims-stage errors, which are dropped."""
         items = list(done)
         claim_rows = [(c[0], i, *c[1:]) for i, cs in done.items() for c in cs]
         self._tx([
             ("DELETE FROM errors WHERE item_idx IN (SELECT unnest(?)) AND stage IN (SELECT unnest(?))",
              [tried, list(ITEM_STAGES)] if tried else [], ONCE),
-            ("DELETE FROM claims WHERE item_idx IN (SELECT unnest(?))", [items] if items else [], ONCE),
             (Rows("claims", ("claim_id", "item_idx", "ordinal", "text", "question", "span_start", "span_end"),
                   claim_rows),),
             ("UPDATE items SET claims_done = TRUE WHERE idx IN (SELECT unnest(?))", [items] if items else [], ONCE),
@@ -276,14 +308,13 @@ class RunStore:
 
     def save_evidence_batch(self, done: list[tuple[str, list[str], list[Evidence]]], errors: list[tuple],
                             tried: list[str], stats: tuple | None = None) -> None:
-        """One batch of the evidence stage. ``done``: (claim_id, queries, evidence), marked done;
-        ``errors``: (item_idx, line, claim_id, message) of claims whose queries failed (left not done);
-        ``tried``: every claim attempted, whose earlier errors are dropped."""
+        """One batch of the evidence stage. ``done``: (claim_id, queries, evidence) of claims without
+        evidence yet (so without queries: both are written with the done mark), marked done; ``errors``:
+        (item_idx, line, claim_id, message) of claims whose queries failed (left not done); ``tried``: the
+        claims attempted that have earlier errors, which are dropped."""
         ids = [d[0] for d in done]
         self._tx([
             ("DELETE FROM errors WHERE claim_id IN (SELECT unnest(?))", [tried] if tried else [], ONCE),
-            ("DELETE FROM queries WHERE claim_id IN (SELECT unnest(?))", [ids] if ids else [], ONCE),
-            ("DELETE FROM evidence WHERE claim_id IN (SELECT unnest(?))", [ids] if ids else [], ONCE),
             (Rows("queries", ("claim_id", "ordinal", "query"),
                   [(cid, i, q) for cid, qs, _ in done for i, q in enumerate(qs)]),),
             (Rows("evidence", ("claim_id", "rank", "source", "start_char", "end_char", "score", "text"),
@@ -296,11 +327,13 @@ class RunStore:
         ])
 
     def save_verdict(self, claim_id: str, v: Verdict) -> None:
-        self.save_verdicts([(claim_id, v)])
+        self.save_verdicts([(claim_id, v)], replace={claim_id})
 
-    def save_verdicts(self, verdicts: list[tuple[str, Verdict]], stats: tuple | None = None) -> None:
-        """Verdicts with their chains of turns, replacing any earlier attempt's, in one transaction."""
-        ids = [cid for cid, _ in verdicts]
+    def save_verdicts(self, verdicts: list[tuple[str, Verdict]], stats: tuple | None = None,
+                      replace: set[str] | None = None) -> None:
+        """Verdicts with their chains of turns in one transaction; the earlier attempt of a claim in
+        ``replace`` (claims debated before) is deleted first."""
+        ids = [cid for cid, _ in verdicts if cid in (replace or ())]
         self._tx([
             ("DELETE FROM turns WHERE claim_id IN (SELECT unnest(?))", [ids] if ids else [], ONCE),
             ("DELETE FROM verdicts WHERE claim_id IN (SELECT unnest(?))", [ids] if ids else [], ONCE),

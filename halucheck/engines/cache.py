@@ -2,8 +2,10 @@
 
 This is what makes a killed run cheap to resume: every reply that came back before the kill is read
 from the cache, not asked again. Only valid replies are cached (a failure is retried on resume).
-A server engine's replies are cached one by one as they return, not when the whole batch has
-(a kill would otherwise ask again every finished reply of the batch in flight).
+A server engine's replies are cached one by one as they return, and a batch engine's batch is sent in
+chunks of its own batch size, each cached when it returns: a kill asks again at most the replies in
+flight, never a whole stage batch. Replies that came back within ``DEFER_S`` are written with the run's
+next transaction instead of a commit of their own (a commit costs more than asking them again).
 """
 
 from __future__ import annotations
@@ -11,10 +13,15 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Sequence
 
+import time
+
 from halucheck.engines.base import Engine, Request, Result, WrappedEngine
 
 if TYPE_CHECKING:
     from halucheck.runstore import RunStore
+
+
+DEFER_S = 0.5
 
 
 class CachingEngine(WrappedEngine):
@@ -47,11 +54,15 @@ class CachingEngine(WrappedEngine):
         self.misses += len(todo)
         if self.streaming and len(todo) > 1:
             self._generate_each(requests, keys, todo, results)
-        else:
-            fresh = self.inner.generate([requests[i] for i in todo])
-            for i, res in zip(todo, fresh):
+            return results  # type: ignore[return-value]
+        if len(todo) > self.max_batch:  # longest prompts first, as batch engines group them themselves
+            todo.sort(key=lambda i: -sum(len(m["content"]) for m in requests[i].messages))
+        for start in range(0, len(todo), self.max_batch):
+            chunk = todo[start:start + self.max_batch]
+            t0 = time.perf_counter()
+            for i, res in zip(chunk, self.inner.generate([requests[i] for i in chunk])):
                 results[i] = res
-            self._put(requests, keys, todo, results)
+            self._put(requests, keys, chunk, results, defer=time.perf_counter() - t0 < DEFER_S)
         return results  # type: ignore[return-value]
 
     def _generate_each(self, requests, keys, todo, results) -> None:
@@ -75,9 +86,9 @@ class CachingEngine(WrappedEngine):
                     fut.cancel()
                 raise
 
-    def _put(self, requests, keys, indexes, results) -> None:
+    def _put(self, requests, keys, indexes, results, defer: bool = False) -> None:
         self.store.cache_put([
             (keys[i], requests[i].tag, results[i].text, json.dumps(results[i].parsed, ensure_ascii=False),
              results[i].prompt_tokens, results[i].completion_tokens, results[i].cached_tokens, results[i].attempts,
              results[i].latency_s)
-            for i in indexes if results[i].ok])
+            for i in indexes if results[i].ok], defer=defer)
