@@ -484,7 +484,45 @@ def test_replies_are_cached_as_they_return_not_per_batch(tmp_path):
                 for i in range(8)]
     with pytest.raises(Killed):
         engine.generate(requests)
-    assert len(store.cache_get([r.key("fake:fake") for r in requests])) == 7
+    assert store.query("SELECT count(*) FROM llm_cache") == [(7,)]  # committed as each one returned
+
+
+def test_batch_engine_replies_are_cached_per_engine_batch(tmp_path, monkeypatch):
+    from halucheck.engines import cache
+
+    monkeypatch.setattr(cache, "DEFER_S", 0.0)  # as for a real model: each batch takes longer than that
+
+    class DiesOnThirdBatch(FakeEngine):
+        def _complete(self, requests):
+            if len(self.batch_sizes) == 2:
+                raise Killed()
+            return super()._complete(requests)
+
+    store = RunStore(tmp_path / "run.duckdb")
+    engine = CachingEngine(DiesOnThirdBatch(max_batch=4), store)
+    requests = [Request(messages=({"role": "user", "content": f"question {i}"},)) for i in range(12)]
+    with pytest.raises(Killed):
+        engine.generate(requests)
+    # committed, not merely held in memory: what a kill at this point leaves on disk
+    assert store.query("SELECT count(*) FROM llm_cache") == [(8,)]
+
+
+def test_remembered_prompt_renders_follow_their_arguments():
+    from dataclasses import dataclass
+
+    from halucheck.prompts import _Template, _ENV
+
+    t = _Template(_ENV.from_string("{{ xs|join(',') }} {{ o.v }}"))
+
+    @dataclass
+    class Mutable:
+        v: int
+
+    o = Mutable(1)
+    assert t.render(xs=["a", "b"], o=o) == "a,b 1"
+    o.v = 2  # an object that can change in place is never remembered
+    assert t.render(xs=["a", "b"], o=o) == "a,b 2"
+    assert t.render(xs=["a", "c"], o=o) == "a,c 2"
 
 
 # -- 13. kill -9 at any point resumes to identical results ----------------------------------------------------------------

@@ -75,12 +75,17 @@ class CachingEngine(WrappedEngine):
             try:
                 while running:
                     done, _ = wait(list(running), return_when=FIRST_COMPLETED)
-                    finished = []
+                    finished, failure = [], None
                     for fut in done:
                         i = running.pop(fut)
-                        results[i] = fut.result()[0]
-                        finished.append(i)
+                        try:
+                            results[i] = fut.result()[0]
+                            finished.append(i)
+                        except BaseException as exc:  # keep the replies that did come back first
+                            failure = failure or exc
                     self._put(requests, keys, finished, results)
+                    if failure is not None:
+                        raise failure
             except BaseException:
                 for fut in running:
                     fut.cancel()
