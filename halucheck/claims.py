@@ -155,8 +155,14 @@ def _run(engine: "Engine", stage: str, schema: dict, inputs: Sequence[dict], key
     return out
 
 
+# Each stage's own defaults; models.yaml's `sampling:` section (per role) goes on top (Settings.sampling).
+FILTER_SAMPLING = SamplingParams(max_tokens=512)
+EXTRACT_SAMPLING = SamplingParams(max_tokens=384)
+QUERY_SAMPLING = SamplingParams(max_tokens=96)
+
+
 def filter_subjective(engine: "Engine", texts: Sequence[str],
-                      sampling: SamplingParams = SamplingParams(max_tokens=512)) -> list[StageOutput]:
+                      sampling: SamplingParams = FILTER_SAMPLING) -> list[StageOutput]:
     """Remove purely subjective sentences (Table 9). The value is the remaining text ('' if none)."""
     outs = _run(engine, "filter", FILTER_SCHEMA, [{"text": t} for t in texts], "response", sampling)
     for o, original in zip(outs, texts):
@@ -168,7 +174,7 @@ def filter_subjective(engine: "Engine", texts: Sequence[str],
 
 
 def extract_claims(engine: "Engine", texts: Sequence[str], contexts: Sequence[str] | None = None,
-                   sampling: SamplingParams = SamplingParams(max_tokens=384)) -> list[StageOutput]:
+                   sampling: SamplingParams = EXTRACT_SAMPLING) -> list[StageOutput]:
     """Atomic, self-contained claims (FacTool style) for each text; value is a list of strings."""
     contexts = contexts or [""] * len(texts)
     outs = _run(engine, "extract", EXTRACT_SCHEMA,
@@ -186,7 +192,7 @@ def extract_claims(engine: "Engine", texts: Sequence[str], contexts: Sequence[st
 
 
 def make_queries(engine: "Engine", claims: Sequence[str],
-                 sampling: SamplingParams = SamplingParams(max_tokens=96)) -> list[StageOutput]:
+                 sampling: SamplingParams = QUERY_SAMPLING) -> list[StageOutput]:
     """Two search queries per claim (FacTool); on failure the claim itself is the query."""
     outs = _run(engine, "queries", QUERIES_SCHEMA, [{"claim": c} for c in claims], "queries", sampling)
     for o, claim in zip(outs, claims):

@@ -72,8 +72,9 @@ def _print_verdict(verdict) -> None:
     colour = {True: "green", False: "red", None: "yellow"}[verdict.factuality]
     typer.secho(f"{verdict_word}", fg=colour, bold=True, nl=False)
     sev = "-" if verdict.error_severity is None else verdict.error_severity
+    p_h = "" if verdict.p_hallucinated is None else f"  P(hallucinated) {verdict.p_hallucinated:.2f}"
     typer.echo(
-        f"  severity {sev}/5  confidence {verdict.confidence:.2f}  "
+        f"  severity {sev}/5  confidence {verdict.confidence:.2f}{p_h}  "
         f"({verdict.rounds} round{'s' if verdict.rounds != 1 else ''}"
         f"{', consensus' if verdict.consensus else ', no consensus'})"
     )
@@ -82,7 +83,8 @@ def _print_verdict(verdict) -> None:
     for t in verdict.chain:
         mark = {True: "true ", False: "false", None: "error"}[t.factuality]
         sev = "-" if t.error_severity is None else t.error_severity
-        typer.echo(f"\n  {t.state} {t.role:<8} {mark} severity {sev}")
+        p = "" if t.p_factual is None else f"  P(factual) {t.p_factual:.2f}"
+        typer.echo(f"\n  {t.state} {t.role:<8} {mark} severity {sev}{p}  ({t.completion_tokens} tokens)")
         text = t.error if t.error else t.opinion
         for line in _wrap(text):
             typer.echo(f"      {line}")
@@ -108,6 +110,7 @@ def check(
     policy: str = typer.Option("true-skeptic", help="Transition policy: true-skeptic, true-trust, always-trust, always-skeptic."),
     min_rounds: int = typer.Option(2, help="Debate states to run at least, before a consensus may stop."),
     max_rounds: int = typer.Option(4, help="Debate states to run at most (0 = initial agent only)."),
+    prompts: str = typer.Option("grounded", "--prompts", help="Agent prompts: grounded (default) or paper (the paper's own texts)."),
     config: Optional[Path] = typer.Option(None, "--config", help="Path to models.yaml."),
 ) -> None:
     """Verify one claim against evidence with the Markov-chain multi-agent debate."""
@@ -119,7 +122,7 @@ def check(
         from halucheck.debate import Agents, DebateConfig, check_claim
         from halucheck.records import Claim
 
-        cfg = DebateConfig(policy=policy, min_rounds=min_rounds, max_rounds=max_rounds)
+        cfg = DebateConfig(policy=policy, min_rounds=min_rounds, max_rounds=max_rounds, prompts=prompts)
         passages = _read_evidence(evidence, evidence_file)
         settings = _settings(config, profile, role)
         if not passages:
@@ -153,7 +156,8 @@ def run(
     role: Optional[list[str]] = typer.Option(None, "--role", help="ROLE=PROFILE for one role (repeatable)."),
     policy: str = typer.Option("true-skeptic", help="Transition policy: true-skeptic, true-trust, always-trust, always-skeptic."),
     min_rounds: int = typer.Option(2, help="Debate states to run at least, before a consensus may stop."),
-    max_rounds: int = typer.Option(4, help="Debate states to run at most."),
+    max_rounds: int = typer.Option(4, help="Debate states to run at most (0 = initial agent only)."),
+    prompts: str = typer.Option("grounded", "--prompts", help="Debate prompts: grounded (default) or paper (the paper's own texts)."),
     restart: bool = typer.Option(False, "--restart", help="Discard an existing run in --out and start over "
                                  "(refused while another process is running it)."),
     config: Optional[Path] = typer.Option(None, "--config", help="Path to models.yaml."),
@@ -178,7 +182,7 @@ def run(
         opts = RunOptions(
             input=input, out=out_dir, corpus=corpus, index=index, use_context=not no_context,
             subjective_filter=subjective_filter, top_k=top_k, max_claims=max_claims,
-            debate=DebateConfig(policy=policy, min_rounds=min_rounds, max_rounds=max_rounds),
+            debate=DebateConfig(policy=policy, min_rounds=min_rounds, max_rounds=max_rounds, prompts=prompts),
         )
         settings = _settings(config, profile, role)
         progress = None
@@ -274,7 +278,8 @@ def eval_cmd(
     role: Optional[list[str]] = typer.Option(None, "--role", help="ROLE=PROFILE for one role (repeatable)."),
     policy: str = typer.Option("true-skeptic", help="Debate transition policy: true-skeptic, true-trust, always-trust, always-skeptic."),
     min_rounds: int = typer.Option(2, help="Debate states to run at least, before a consensus may stop."),
-    max_rounds: int = typer.Option(4, help="Debate states to run at most."),
+    max_rounds: int = typer.Option(4, help="Debate states to run at most (0 = initial agent only)."),
+    prompts: str = typer.Option("grounded", "--prompts", help="Debate prompts: grounded (default) or paper (the paper's own texts)."),
     samples: int = typer.Option(3, help="consistency: sampled verdicts per item."),
     max_evidence: int = typer.Option(10, help="Evidence passages per item, the most relevant by BM25 (0 = all)."),
     nli_model: Optional[Path] = typer.Option(None, "--nli-model", help="nli: a local sentence-transformers CrossEncoder folder."),
@@ -303,7 +308,7 @@ def eval_cmd(
         from halucheck.evaluation.verifiers import VerifierOptions, get_verifier
 
         options = VerifierOptions(
-            debate=DebateConfig(policy=policy, min_rounds=min_rounds, max_rounds=max_rounds),
+            debate=DebateConfig(policy=policy, min_rounds=min_rounds, max_rounds=max_rounds, prompts=prompts),
             samples=samples, nli_model=nli_model_path(nli_model, config) if verifier == "nli" else None,
         )
         v = get_verifier(verifier, options)
@@ -321,6 +326,9 @@ def eval_cmd(
         fail(str(exc))
     cost = result.metrics["cost"]
     typer.echo(compare_runs([str(out_dir)]), nl=False)
+    for ds, res in result.metrics["results"].items():
+        if res.get("debate"):
+            typer.echo(f"debate chains, {ds}: " + ", ".join(f"{k} {v}" for k, v in res["debate"].items()))
     _report_missing(out_dir, result.items)
     reused = f", {cost['cached_replies']} replies reused" if cost.get("cached_replies") else ""
     typer.echo(f"\n{result.items} items; {cost['llm_calls']} LLM calls, {cost['invalid_replies']} invalid replies{reused}, "

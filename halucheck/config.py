@@ -8,15 +8,19 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
 
 from halucheck.errors import ConfigError
 
+if TYPE_CHECKING:
+    from halucheck.engines.base import SamplingParams
+
 ROLES = ("initial", "trust", "skeptic", "leader", "filter", "extractor", "query")
 # Profile keys that are sampling settings rather than engine constructor options.
-SAMPLING_KEYS = ("temperature", "top_p", "max_tokens", "seed")
+SAMPLING_KEYS = ("temperature", "top_p", "max_tokens", "seed", "repetition_penalty", "frequency_penalty",
+                 "presence_penalty", "no_repeat_ngram_size")
 # Engine options that change how replies are fetched, never what they say: left out of a run's
 # fingerprint, so a resume may use a longer timeout, more concurrency, more attempts or other servers.
 ENGINE_ONLY_OPTIONS = frozenset({
@@ -79,6 +83,7 @@ class Settings:
     default_profile: str
     roles: dict[str, str] = field(default_factory=dict)
     source: Path | None = None
+    role_sampling: dict[str, dict] = field(default_factory=dict)  # `sampling:` in models.yaml, per role
     wrap: Any = None  # optional callable(engine) -> engine, e.g. the run's reply cache
     _engines: dict[str, Any] = field(default_factory=dict, repr=False)
 
@@ -126,7 +131,9 @@ class Settings:
         roles.update(role_overrides or {})
         if not default:
             default = next(iter(profiles))
-        settings = cls(profiles=profiles, default_profile=default, roles=roles, source=source)
+        role_sampling = _role_sampling(raw.get("sampling"), where)
+        settings = cls(profiles=profiles, default_profile=default, roles=roles, source=source,
+                       role_sampling=role_sampling)
         check_options(settings.profile(default), where)
         for role, name in roles.items():
             if role not in ROLES:
@@ -171,7 +178,15 @@ class Settings:
         return self._engines[prof.name]
 
     def sampling_for(self, role: str) -> dict:
-        return dict(self.profile_for(role).sampling)
+        """The sampling keys set for ``role``: its profile's, overridden by ``sampling: {role: ...}``."""
+        return {**self.profile_for(role).sampling, **self.role_sampling.get(role, {})}
+
+    def sampling(self, role: str, base: "SamplingParams") -> "SamplingParams":
+        """``base`` (the caller's defaults for this kind of call) with ``role``'s settings applied."""
+        from dataclasses import replace
+
+        overrides = self.sampling_for(role)
+        return replace(base, **overrides) if overrides else base
 
     def close(self) -> None:
         for engine in self._engines.values():
@@ -237,6 +252,34 @@ def check_options(profile: Profile, where: object = "models.yaml") -> None:
         problem = _type_problem(value, params[key])
         if problem:
             raise ConfigError(f"{where}: profile {profile.name!r}: {key} must be {problem}, got {value!r}")
+
+
+def _role_sampling(raw: Any, where: Any) -> dict[str, dict]:
+    """Check the ``sampling:`` section: a role -> {sampling key: value} mapping."""
+    if raw is None:
+        return {}
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{where}: `sampling:` must map roles to settings, e.g. sampling: {{skeptic: {{max_tokens: 160}}}}")
+    out = {}
+    types = {"max_tokens": int, "no_repeat_ngram_size": int, "seed": int}
+    for role, keys in raw.items():
+        if role not in ROLES:
+            raise ConfigError(f"{where}: unknown role {role!r} under `sampling:`; roles are: {', '.join(ROLES)}")
+        if not isinstance(keys, dict):
+            raise ConfigError(f"{where}: `sampling: {role}:` must be a mapping of sampling settings")
+        bad = sorted(set(keys) - set(SAMPLING_KEYS))
+        if bad:
+            raise ConfigError(f"{where}: unknown sampling setting {bad[0]!r} for role {role!r}; "
+                              f"valid: {', '.join(SAMPLING_KEYS)}")
+        clean = {}
+        for k, v in keys.items():
+            want = types.get(k, float)
+            try:
+                clean[k] = None if (k == "seed" and v is None) else want(v)
+            except (TypeError, ValueError):
+                raise ConfigError(f"{where}: sampling: {role}: {k} must be a number, not {v!r}") from None
+        out[role] = clean
+    return out
 
 
 def parse_role_overrides(values: list[str] | None) -> dict[str, str]:

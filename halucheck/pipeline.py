@@ -54,6 +54,7 @@ class RunOptions:
             "corpus": str(self.corpus.resolve()) if self.corpus else None,
             "use_context": self.use_context, "filter": self.subjective_filter, "top_k": self.top_k,
             "max_claims": self.max_claims, "debate": asdict(self.debate), "profiles": profiles,
+            "role_sampling": settings.role_sampling,
         }
         return hashlib.sha256(json.dumps(payload, sort_keys=True, default=str).encode()).hexdigest()
 
@@ -200,7 +201,9 @@ class Pipeline:
             # a failed call fails its whole item: the item stays not done and is tried again later
             failed: dict[int, tuple[str, str]] = {}
             to_filter = [w for w in work if w[3]]
-            filtered = claim_stages.filter_subjective(engine_f, [w[2].text for w in to_filter]) if to_filter else []
+            filtered = claim_stages.filter_subjective(
+                engine_f, [w[2].text for w in to_filter],
+                self.settings.sampling("filter", claim_stages.FILTER_SAMPLING)) if to_filter else []
             texts = {id(w): w[2].text for w in work}
             for w, f in zip(to_filter, filtered):
                 if f.error:
@@ -208,7 +211,8 @@ class Pipeline:
                 texts[id(w)] = f.value
             to_extract = [w for w in work if w[0] not in failed and texts[id(w)].strip()]
             extracted = claim_stages.extract_claims(
-                engine_x, [texts[id(w)] for w in to_extract], [w[1].question or "" for w in to_extract])
+                engine_x, [texts[id(w)] for w in to_extract], [w[1].question or "" for w in to_extract],
+                self.settings.sampling("extractor", claim_stages.EXTRACT_SAMPLING))
             per_item: dict[int, list] = {}
             for w, out in zip(to_extract, extracted):
                 if out.error:
@@ -254,7 +258,8 @@ class Pipeline:
             chunk = rows[start:start + self.opts.batch_items * 4]
             t0 = time.perf_counter()
             statements = [f"{q} {t}" if q else t for _, _, t, q in chunk]
-            outs = claim_stages.make_queries(engine_q, statements)
+            outs = claim_stages.make_queries(engine_q, statements,
+                                             self.settings.sampling("query", claim_stages.QUERY_SAMPLING))
             # a claim whose queries failed is not searched with a fallback: it stays without evidence and
             # is tried again, so a rerun gives the same evidence a clean run would have
             ok = [j for j, o in enumerate(outs) if not o.error]

@@ -54,6 +54,9 @@ class Turn:
     completion_tokens: int = 0
     cached_tokens: int = 0
     latency_s: float = 0.0
+    p_factual: float | None = None  # the agent's probability of factuality=true (token logprobs)
+    capped: bool = False  # the reply stopped at max_tokens (some attempt did)
+    repaired: str | None = None  # how inconsistent verdict fields were mended (e.g. "severity 2 -> 0")
 
     @property
     def ok(self) -> bool:
@@ -66,7 +69,13 @@ class Turn:
             "opinion": self.opinion,
             "factuality": self.factuality,
             "error_severity": self.error_severity,
+            "p_factual": None if self.p_factual is None else round(self.p_factual, 4),
+            "completion_tokens": self.completion_tokens,
         }
+        if self.capped:
+            d["capped"] = True
+        if self.repaired:
+            d["repaired"] = self.repaired
         if self.error:
             d["error"] = self.error
         return d
@@ -74,7 +83,11 @@ class Turn:
 
 @dataclass
 class Verdict:
-    """The outcome for one claim: the last Leader's judgement plus the full chain of turns."""
+    """The outcome for one claim: the last Leader's judgement plus the full chain of turns.
+
+    ``p_hallucinated`` pools every valid turn's probability (see ``halucheck.scoring.pool``);
+    ``confidence`` is the pooled probability of the side the verdict took.
+    """
 
     factuality: bool | None
     error_severity: int | None
@@ -83,6 +96,7 @@ class Verdict:
     rounds: int = 0
     consensus: bool = False
     error: str | None = None
+    p_hallucinated: float | None = None  # the chain's pooled probability that the claim is not factual
 
     @property
     def prompt_tokens(self) -> int:
@@ -97,6 +111,7 @@ class Verdict:
             "factuality": self.factuality,
             "error_severity": self.error_severity,
             "confidence": round(self.confidence, 4),
+            "p_hallucinated": None if self.p_hallucinated is None else round(self.p_hallucinated, 4),
             "rounds": self.rounds,
             "consensus": self.consensus,
             "chain": [t.to_dict() for t in self.chain],

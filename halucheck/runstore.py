@@ -55,6 +55,15 @@ MIGRATIONS: list[tuple[str, str]] = [
         """,
     ),
     (
+        "002_verdict_score",
+        """
+        ALTER TABLE turns ADD COLUMN p_factual DOUBLE;
+        ALTER TABLE turns ADD COLUMN capped BOOLEAN DEFAULT FALSE;
+        ALTER TABLE turns ADD COLUMN repaired VARCHAR;
+        ALTER TABLE verdicts ADD COLUMN p_hallucinated DOUBLE;
+        """,
+    ),
+    (
         # errors of one claim (failed queries), the own id of an unusable input line, failed LLM calls
         "003_failures",
         """
@@ -339,10 +348,12 @@ class RunStore:
             ("DELETE FROM verdicts WHERE claim_id IN (SELECT unnest(?))", [ids] if ids else [], ONCE),
             (Rows("turns", TURN_COLUMNS,
                   [(cid, i, t.state, t.role, t.opinion, t.factuality, t.error_severity, t.error,
-                    t.prompt_tokens, t.completion_tokens, t.cached_tokens, t.latency_s)
+                    t.prompt_tokens, t.completion_tokens, t.cached_tokens, t.latency_s, t.p_factual, t.capped,
+                    t.repaired)
                    for cid, v in verdicts for i, t in enumerate(v.chain)]),),
             (Rows("verdicts", VERDICT_COLUMNS,
-                  [(cid, v.factuality, v.error_severity, v.confidence, v.rounds, v.consensus, v.error)
+                  [(cid, v.factuality, v.error_severity, v.confidence, v.rounds, v.consensus, v.error,
+                    v.p_hallucinated)
                    for cid, v in verdicts]),),
             *self._stats_statement(stats),
         ])
@@ -395,18 +406,21 @@ class RunStore:
         chains: dict[str, list[Turn]] = {}
         for cid, *turn in self.query(
                 "SELECT claim_id, state, role, opinion, factuality, error_severity, error, prompt_tokens, "
-                "completion_tokens, cached_tokens, latency_s FROM turns ORDER BY claim_id, ordinal"):
+                "completion_tokens, cached_tokens, latency_s, p_factual, coalesce(capped, FALSE), repaired "
+                "FROM turns ORDER BY claim_id, ordinal"):
             chains.setdefault(cid, []).append(Turn(*turn))
-        return {cid: Verdict(f, sev, conf, chains.get(cid, []), rounds, consensus, err)
-                for cid, f, sev, conf, rounds, consensus, err in self.query(
-                    "SELECT claim_id, factuality, error_severity, confidence, rounds, consensus, error FROM verdicts")}
+        return {cid: Verdict(f, sev, conf, chains.get(cid, []), rounds, consensus, err, p_h)
+                for cid, f, sev, conf, rounds, consensus, err, p_h in self.query(
+                    "SELECT claim_id, factuality, error_severity, confidence, rounds, consensus, error, "
+                    "p_hallucinated FROM verdicts")}
 
 
 CACHE_COLUMNS = ("key", "tag", "text", "parsed", "prompt_tokens", "completion_tokens", "cached_tokens", "attempts",
                  "latency_s")
 TURN_COLUMNS = ("claim_id", "ordinal", "state", "role", "opinion", "factuality", "error_severity", "error",
-                "prompt_tokens", "completion_tokens", "cached_tokens", "latency_s")
-VERDICT_COLUMNS = ("claim_id", "factuality", "error_severity", "confidence", "rounds", "consensus", "error")
+                "prompt_tokens", "completion_tokens", "cached_tokens", "latency_s", "p_factual", "capped", "repaired")
+VERDICT_COLUMNS = ("claim_id", "factuality", "error_severity", "confidence", "rounds", "consensus", "error",
+                   "p_hallucinated")
 
 
 class Rows:

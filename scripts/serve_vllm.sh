@@ -62,6 +62,13 @@ fi
 
 EXTRA=()
 [[ -n "${MAX_MODEL_LEN:-}" ]] && EXTRA+=(--max-model-len "$MAX_MODEL_LEN")
+# no_repeat_ngram_size (models.yaml) is applied by halucheck's logits processor, loaded into vLLM by name;
+# it needs halucheck importable by vLLM's Python (pip install --no-deps -e . there)
+if "$VLLM_PYTHON" -c 'import halucheck.engines.vllm_ngram' 2>/dev/null; then
+  EXTRA+=(--logits-processors halucheck.engines.vllm_ngram:NoRepeatNGram)
+else
+  echo "warning: $VLLM_PYTHON cannot import halucheck, so no_repeat_ngram_size is ignored; run: $VLLM_PYTHON -m pip install --no-deps -e ." >&2
+fi
 
 echo "serving $FOLDER as $SERVED_NAME on http://$HOST:$PORT/v1 (structured outputs: $STRUCTURED_OUTPUTS_CONFIG)" >&2
 # --enable-prompt-tokens-details: report prefix-cache hits (usage.prompt_tokens_details.cached_tokens)

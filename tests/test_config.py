@@ -72,3 +72,28 @@ def test_broken_yaml_names_the_line(tmp_path):
     p.write_text("profiles:\n  a: {engine: fake\n")
     with pytest.raises(ConfigError, match=r"models.yaml:\d+: not valid YAML"):
         Settings.load(p)
+
+
+def test_role_sampling_section_overrides_the_profile_and_is_checked():
+    raw = {**RAW, "sampling": {"initial": {"max_tokens": 99, "temperature": 0.0, "no_repeat_ngram_size": 6},
+                               "query": {"max_tokens": 40}}}
+    s = Settings.from_dict(raw)
+    assert s.sampling_for("initial") == {"temperature": 0.0, "max_tokens": 99, "no_repeat_ngram_size": 6}
+    assert s.sampling_for("trust") == {"temperature": 0.2}  # the profile's own key stays
+    from halucheck.engines.base import SamplingParams
+
+    merged = s.sampling("query", SamplingParams(max_tokens=96, top_p=0.5))
+    assert (merged.max_tokens, merged.top_p, merged.temperature) == (40, 0.5, 0.2)
+    with pytest.raises(ConfigError, match="unknown sampling setting 'max_token'.*valid: temperature"):
+        Settings.from_dict({**RAW, "sampling": {"leader": {"max_token": 10}}})
+    with pytest.raises(ConfigError, match="unknown role 'judge' under `sampling:`"):
+        Settings.from_dict({**RAW, "sampling": {"judge": {"max_tokens": 10}}})
+    with pytest.raises(ConfigError, match="frequency_penalty must be a number"):
+        Settings.from_dict({**RAW, "sampling": {"leader": {"frequency_penalty": "lots"}}})
+
+
+def test_shipped_config_sets_repetition_controls_for_every_debate_role():
+    s = Settings.load()
+    for role in ("initial", "trust", "skeptic", "leader"):
+        keys = s.sampling_for(role)
+        assert keys.get("max_tokens") and (keys.get("frequency_penalty") or keys.get("repetition_penalty", 1) != 1)

@@ -5,17 +5,28 @@ import json
 import pytest
 
 from halucheck.debate import Agents, DebateConfig, check_claim, next_state
-from halucheck.debate.agents import AGENT_SCHEMA, build_messages, AgentCall
+import math
+
+import jsonschema
+
+from halucheck.debate.agents import (AGENT_SCHEMA, BRIEF_WORDS, ROLE_SCHEMAS, AgentCall, brief, build_messages,
+                                     turn_from_result)
+from halucheck.engines.base import Result
 from halucheck.engines.fake import FakeEngine
 from halucheck.errors import ConfigError
 from halucheck.records import Claim, Evidence
+from halucheck.scoring import EPS, pool
 
 CLAIM = Claim("The Eiffel Tower is in Berlin.")
 EVIDENCE = [Evidence("The Eiffel Tower is a wrought-iron lattice tower in Paris, France.")]
 
 
-def reply(factuality: bool, severity: int = 0, opinion: str = "because") -> dict:
-    return {"opinion": opinion, "factuality": factuality, "error_severity": severity}
+def reply(factuality: bool, severity: int | None = None, opinion: str = "because") -> dict:
+    """A reply for any role: the fake engine keeps the fields the role's schema has (fake.fit)."""
+    if severity is None:
+        severity = 0 if factuality else 3
+    return {"opinion": opinion, "doubt": opinion, "why": opinion, "support": opinion, "reason": opinion,
+            "factuality": factuality, "error_severity": severity}
 
 
 def by_role(table: dict) -> FakeEngine:
@@ -95,22 +106,97 @@ def test_max_rounds_zero_is_initial_agent_alone():
     assert v.factuality is False and v.error_severity == 5
 
 
-def test_confidence_is_agreement_share():
+def test_score_pools_the_turns_without_logprobs_as_votes():
     engine = by_role({"initial": True, "trust": True, "skeptic": False, "leader": False})
     v = run(engine, min_rounds=1, max_rounds=1)
-    # turns: initial T, skeptic F, trust T, leader F -> 2 of 4 agree with the final False
-    assert v.confidence == pytest.approx(0.5)
+    # turns: initial T, skeptic F, trust T, leader F: two sure votes each way pool to 0.5
+    assert v.p_hallucinated == pytest.approx(0.5) and v.confidence == pytest.approx(0.5)
+    engine = by_role({"initial": False, "trust": False, "skeptic": False, "leader": False})
+    v = run(engine, min_rounds=1, max_rounds=1)
+    assert v.p_hallucinated == pytest.approx(1 - EPS) and v.confidence == pytest.approx(1 - EPS)
+
+
+def _logprob_reply(role_reply: dict, p_chosen: float) -> Result:
+    text = json.dumps(role_reply)
+    head, _, tail = text.partition('"factuality": ')
+    lps = [(head + '"factuality": ', 0.0), (tail[:5 if tail.startswith("false") else 4], math.log(p_chosen)),
+           (tail[5 if tail.startswith("false") else 4:], 0.0)]
+    return Result(text=text, parsed=role_reply, logprobs=lps)
+
+
+def test_turn_probability_comes_from_the_factuality_token():
+    call = AgentCall("skeptic", "S2")
+    t = turn_from_result(call, _logprob_reply({"doubt": "in Berlin", "passages": [1], "finding": "contradicted",
+                                                "why": "It is in Paris.", "factuality": False,
+                                                "error_severity": 4}, 0.8))
+    assert t.factuality is False and t.p_factual == pytest.approx(0.2)
+    assert t.opinion == "Doubts \u201cin Berlin\u201d (contradicted): It is in Paris. (passages [1])"
+    t = turn_from_result(AgentCall("initial", "S0"), _logprob_reply(
+        {"passages": [], "opinion": "Supported.", "factuality": True, "error_severity": 0}, 0.9))
+    assert t.p_factual == pytest.approx(0.9)
+
+
+def test_pool_is_the_mean_of_log_odds():
+    assert pool([0.9, 0.9]) == pytest.approx(0.9)
+    assert pool([0.9, 0.1]) == pytest.approx(0.5)
+    assert pool([0.8, 0.5]) == pytest.approx(1 / (1 + math.exp(-math.log(4) / 2)))
+    assert pool([1.0]) == pytest.approx(1 - EPS) and pool([]) is None
+
+
+def test_each_grounded_role_has_its_own_reply_shape_and_consistent_verdict():
+    fields = {role: set(ROLE_SCHEMAS[role]["anyOf"][0]["properties"]) - {"factuality", "error_severity"}
+              for role in ("initial", "trust", "skeptic", "leader")}
+    assert len({frozenset(f) for f in fields.values()}) == 4  # no two roles answer alike
+    assert "doubt" in fields["skeptic"] and "side" in fields["leader"]
+    validator = jsonschema.Draft202012Validator(ROLE_SCHEMAS["leader"])
+    base = {"side": "trust", "reason": "[1] says Paris."}
+    assert validator.is_valid({**base, "factuality": True, "error_severity": 0})
+    assert validator.is_valid({**base, "factuality": False, "error_severity": 4})
+    assert not validator.is_valid({**base, "factuality": True, "error_severity": 1})  # factual => 0
+    assert not validator.is_valid({**base, "factuality": False, "error_severity": 0})  # not factual => >= 1
+
+
+def test_paper_prompts_repair_inconsistent_severity_and_count_it():
+    engine = FakeEngine(replies=[reply(True, 2), reply(False, 0)] + [reply(False, 4)] * 20)
+    v = run(engine, min_rounds=1, max_rounds=1, prompts="paper")
+    assert (v.chain[0].error_severity, v.chain[0].repaired) == (0, "severity 2 -> 0 (factual)")
+    assert (v.chain[1].error_severity, v.chain[1].repaired) == (1, "severity 0 -> 1 (not factual)")
+    assert v.to_dict()["chain"][0]["repaired"]
+
+
+def test_next_agent_reads_a_brief_of_the_previous_opinion():
+    long = "Passage 1 puts it in Paris. " + "It also says much more " * 10 + "(passages [1])"
+    assert brief("Passage 1 puts it in Paris. Then more. (passages [1], [2])") == \
+        "Passage 1 puts it in Paris. (passages [1], [2])"
+    assert brief(long) == "Passage 1 puts it in Paris. (passages [1])"
+    assert brief("w " * 40).endswith("\u2026") and len(brief("w " * 40).split()) == BRIEF_WORDS + 1
+
+
+def test_grounded_previous_opinions_are_prose_lines():
+    engine = by_role({"initial": True, "trust": True, "skeptic": False, "leader": False})
+    run(engine, min_rounds=1, max_rounds=1)
+    skeptic, trust, leader = (r.messages[1]["content"] for r in engine.requests[1:4])
+    assert "The first agent judged the claim factual: initial" in skeptic and "{" not in skeptic.split("[text]")[1]
+    assert "The Skeptic agent judged the claim not factual (severity 4)" in trust and "first agent" not in trust
+    assert leader.index("The Skeptic agent judged") < leader.index("The Trust agent judged")
+    assert engine.requests[1].schema == ROLE_SCHEMAS["skeptic"] and engine.requests[1].logprobs
 
 
 def test_previous_turns_passed_as_in_table_12():
     engine = by_role({"initial": True, "trust": True, "skeptic": False, "leader": False})
-    run(engine, min_rounds=1, max_rounds=1)
-    skeptic, trust, leader = (r.messages[1]["content"] for r in engine.requests[1:4])
+    run(engine, min_rounds=1, max_rounds=1, prompts="paper")
+    skeptic, trust, leader = (r.messages[-1]["content"] for r in engine.requests[1:4])
+    assert "DO NOT REPEAT the previous agent\u2019s opinion" in skeptic  # Table 7, word for word
     assert "Here is the response from the previous agent:" in skeptic and '"opinion": "initial"' in skeptic
     assert '"opinion": "skeptic"' in trust and '"opinion": "initial"' not in trust
     # the Leader reads the Skeptic then the Trust agent of its own state
     assert leader.index("response from the Skeptic agent") < leader.index("response from the Trust agent")
     assert '"opinion": "initial"' not in leader
+
+
+def test_unknown_prompt_set_is_rejected():
+    with pytest.raises(ConfigError, match="unknown prompt set"):
+        DebateConfig(prompts="clever")
 
 
 def test_shared_prefix_is_byte_identical_across_roles():

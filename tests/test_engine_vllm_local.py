@@ -81,6 +81,11 @@ def test_requests_become_one_chat_call_with_per_request_params(fake_vllm):
     p = eng._params(reqs[0])
     assert (p.temperature, p.max_tokens, p.seed, p.logprobs, p.structured_outputs.json) == (0.0, 32, 3, 0, SCHEMA)
     assert eng._params(reqs[1]).structured_outputs is None
+    pen = eng._params(Request(messages=reqs[1].messages, sampling=SamplingParams(
+        repetition_penalty=1.1, frequency_penalty=0.3, presence_penalty=0.2, no_repeat_ngram_size=6)))
+    assert (pen.repetition_penalty, pen.frequency_penalty, pen.presence_penalty) == (1.1, 0.3, 0.2)
+    assert pen.extra_args == {"no_repeat_ngram_size": 6} and eng._params(reqs[1]).extra_args is None
+    assert llm.kwargs["logits_processors"] == ["halucheck.engines.vllm_ngram:NoRepeatNGram"]
 
 
 def test_a_rejected_schema_fails_only_its_own_requests(fake_vllm):

@@ -6,6 +6,8 @@ import re
 from itertools import count
 
 import pytest
+
+from halucheck.scoring import EPS
 from typer.testing import CliRunner
 
 from halucheck.cli import app
@@ -178,7 +180,8 @@ def test_debate_verifier_runs_the_scheduler_with_the_items_evidence():
     eng = FakeEngine(reply={"factuality": False, "error_severity": 4, "opinion": "Contradicted."})
     v = get_verifier("debate", VerifierOptions(debate=DebateConfig(min_rounds=2, max_rounds=2)))
     preds = v.predict(items(3), settings_with(eng))
-    assert [(p.prediction, p.score) for p in preds] == [(True, 1.0)] * 3
+    # no logprobs from the fake engine: every turn a sure "not factual", pooled inside [EPS, 1 - EPS]
+    assert [(p.prediction, p.score) for p in preds] == [(True, pytest.approx(1 - EPS))] * 3
     assert len(eng.requests) == 3 * 7
     assert [len(p.detail["chain"]) for p in preds] == [7] * 3
     assert all("Paris is the capital of France." in r.messages[1]["content"] for r in eng.requests)

@@ -105,6 +105,24 @@ def test_stages_and_aggregation(tmp_path, engine):
     assert "http://" not in html and "https://" not in html  # self-contained
 
 
+def test_every_role_sampling_in_models_yaml_is_honoured(tmp_path, engine):
+    cfg = {"profiles": {"s": {"engine": "scripted"}},
+           "sampling": {role: {"max_tokens": 50 + i} for i, role in
+                        enumerate(("filter", "extractor", "query", "initial", "trust", "skeptic", "leader"))}}
+    opts = RunOptions(input=write_input(tmp_path, ANSWERS), out=tmp_path / "run",
+                      debate=DebateConfig(min_rounds=1, max_rounds=1))
+    pipe = Pipeline(opts, Settings.from_dict(cfg), log=lambda m: None)
+    try:
+        pipe.run()
+    finally:
+        pipe.close()
+    caps = {}
+    for r in engine["engine"].requests:
+        caps.setdefault(r.tag.split(":")[1], set()).add(r.sampling.max_tokens)
+    assert caps == {"filter": {50}, "extract": {51}, "queries": {52}, "initial": {53}, "trust": {54},
+                    "skeptic": {55}, "leader": {56}}
+
+
 def test_aggregation_rule():
     agg = aggregate([{"factuality": True, "confidence": 0.9, "error_severity": 0},
                      {"factuality": False, "confidence": 0.8, "error_severity": 2},

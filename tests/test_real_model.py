@@ -41,6 +41,9 @@ def check_chain(chain, min_rounds, max_rounds):
         if t["factuality"] is not None:
             assert isinstance(t["opinion"], str) and t["opinion"].strip()
             assert isinstance(t["factuality"], bool) and 0 <= t["error_severity"] <= 5
+            # the verdict's fields agree, and the factuality token's probability scores the turn
+            assert (t["error_severity"] == 0) == t["factuality"]
+            assert (0.5 <= t["p_factual"] <= 1.0) if t["factuality"] else (0.0 <= t["p_factual"] <= 0.5)
     return rest
 
 
@@ -53,7 +56,9 @@ def test_check_debate_end_to_end(model_ready):
     rest = check_chain(out["chain"], 2, 3)
     leaders = [t for t in out["chain"] if t["role"] == "leader" and t["factuality"] is not None]
     assert out["factuality"] == leaders[-1]["factuality"]  # the last Leader decides
-    assert 0.0 <= out["confidence"] <= 1.0
+    assert 0.0 <= out["confidence"] <= 1.0 and 0.0 <= out["p_hallucinated"] <= 1.0
+    p_h = out["p_hallucinated"]
+    assert out["confidence"] == pytest.approx(p_h if out["factuality"] is False else 1 - p_h, abs=1e-3)
     if len(rest) // 3 < 3:  # stopped early: only by consensus of the last state
         assert len({t["factuality"] for t in rest[-3:]}) == 1
     # constrained decoding: every turn parsed and validated

@@ -114,7 +114,8 @@ def dissenting(request):
     turn = max(map(int, re.findall(r"turn (\d+)", user)), default=-1) + 1
     state = (turn + 2) // 3  # S0 is turn 0; the k-th state holds turns 3k-2 .. 3k
     fact = not (request.tag == "debate:skeptic" and state < until)
-    return {"opinion": f"turn {turn}", "factuality": fact, "error_severity": 0 if fact else 2}
+    return {**{k: f"turn {turn}" for k in ("opinion", "why", "support", "reason")},
+            "factuality": fact, "error_severity": 0 if fact else 2}
 
 
 def test_several_batches_in_flight_keep_batches_full():

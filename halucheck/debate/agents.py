@@ -1,4 +1,4 @@
-"""The debate's agents: their reply schema, their prompts, and the role -> engine mapping.
+"""The debate's agents: their reply schemas, their prompts, and the role -> engine mapping.
 
 The debate logic (rounds.py) only says *which* role speaks with *which* previous turns; this module turns
 that into an engine request and the engine's reply back into a Turn.
@@ -7,6 +7,7 @@ that into an engine request and the engine's reply back into a Turn.
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Sequence
 
@@ -15,14 +16,20 @@ from pydantic import BaseModel, ConfigDict, Field
 from halucheck.engines.base import Request, Result, SamplingParams
 from halucheck.prompts import load as load_prompts
 from halucheck.records import Claim, Evidence, Role, State, Turn
+from halucheck.scoring import decision_score, value_token_prob
 
 if TYPE_CHECKING:
     from halucheck.config import Settings
     from halucheck.engines.base import Engine
 
 
+PROMPT_SETS = ("grounded", "paper")
+MAX_PASSAGES = 10  # passage numbers an agent may cite (evidence is top-10 by default)
+
+
 class AgentReply(BaseModel):
-    """What every agent answers (constrained decoding enforces it; we validate it again)."""
+    """The paper's reply, every role alike (``--prompts paper``); constrained decoding enforces it and
+    we validate it again."""
 
     model_config = ConfigDict(extra="forbid")
     opinion: str
@@ -32,41 +39,140 @@ class AgentReply(BaseModel):
 
 AGENT_SCHEMA: dict = AgentReply.model_json_schema()
 
-LABELS = {"initial": "previous agent", "trust": "Trust agent", "skeptic": "Skeptic agent", "leader": "Leader agent"}
+# The default ("grounded") replies: each role's own fields, then a verdict whose two fields agree. The
+# schema is a choice of two objects, factual with severity 0 or not factual with severity 1-5, so a
+# reply can never be "factual, severity 3" (constrained decoding follows the schema exactly).
+_TEXT = {"type": "string"}
+_PASSAGES = {"type": "array", "items": {"type": "integer", "enum": list(range(1, MAX_PASSAGES + 1))}, "maxItems": 3}
+ROLE_FIELDS: dict[str, dict[str, dict]] = {
+    "initial": {"passages": _PASSAGES, "opinion": _TEXT},
+    "skeptic": {"doubt": _TEXT, "passages": _PASSAGES,
+                "finding": {"type": "string", "enum": ["supported", "contradicted", "not stated"]}, "why": _TEXT},
+    "trust": {"passages": _PASSAGES, "support": _TEXT},
+    "leader": {"side": {"type": "string", "enum": ["trust", "skeptic", "both"]}, "reason": _TEXT},
+}
+
+
+def consistent_schema(fields: dict[str, dict], title: str = "reply") -> dict:
+    """A JSON schema: ``fields`` in order, then factuality and error_severity that agree."""
+
+    def branch(factual: bool) -> dict:
+        props = dict(fields)
+        props["factuality"] = {"type": "boolean", "const": factual}
+        props["error_severity"] = {"type": "integer", "const": 0} if factual else \
+            {"type": "integer", "enum": [1, 2, 3, 4, 5]}
+        return {"type": "object", "properties": props, "required": list(props), "additionalProperties": False}
+
+    return {"title": title, "anyOf": [branch(True), branch(False)]}
+
+
+ROLE_SCHEMAS: dict[str, dict] = {role: consistent_schema(f, f"{role}_reply") for role, f in ROLE_FIELDS.items()}
+
+LABELS = {"initial": "first agent", "trust": "Trust agent", "skeptic": "Skeptic agent", "leader": "Leader agent"}
+
+
+def schema_for(role: Role, prompts: str = "grounded") -> dict:
+    return AGENT_SCHEMA if prompts == "paper" else ROLE_SCHEMAS[role]
 
 
 @dataclass(frozen=True)
 class AgentCall:
-    """A request from the debate for one agent's turn: who speaks, in which state, after whom."""
+    """A request from the debate for one agent's turn: who speaks, in which state, after whom, with
+    which prompt set."""
 
     role: Role
     state: State
     previous: tuple[Turn, ...] = ()
+    prompts: str = "grounded"
+
+
+def _verdict_words(t: Turn) -> str:
+    return "factual" if t.factuality else f"not factual (severity {t.error_severity})"
 
 
 def build_messages(claim: Claim, evidence: Sequence[Evidence], call: AgentCall) -> tuple[dict, ...]:
-    """Chat messages for one agent turn. The system message and the start of the user message
-    (evidence, claim) are identical for every turn about the same claim; the role text comes last."""
+    """Chat messages for one agent turn.
+
+    Grounded set: the system message and the start of the user message (evidence, claim) are identical
+    for every turn about the same claim; the role's task and the previous opinions come last.
+    Paper set (Table 12): the role's prompt, the claim and evidence, then the previous agents' JSON.
+    """
+    if call.prompts == "paper":
+        p = load_prompts("debate_paper")
+        previous = [
+            {"label": "previous agent" if call.role != "leader" else LABELS[t.role],
+             "json": json.dumps({"opinion": t.opinion, "factuality": t.factuality,
+                                 "error_severity": t.error_severity}, ensure_ascii=False)}
+            for t in call.previous
+        ]
+        user = p["roles"][call.role].render() + "\n\n" + p["shared"].render(claim=claim.statement, evidence=list(evidence))
+        if previous:
+            user = user.rstrip() + "\n" + p["previous"].render(previous=previous).rstrip()
+        return ({"role": "user", "content": user},)
     p = load_prompts("debate")
     shared = p["shared"].render(claim=claim.statement, evidence=list(evidence))
-    previous = [
-        {
-            "label": "previous agent" if call.role != "leader" else LABELS[t.role],
-            "json": json.dumps(
-                {"opinion": t.opinion, "factuality": t.factuality, "error_severity": t.error_severity},
-                ensure_ascii=False,
-            ),
-        }
-        for t in call.previous
-    ]
     user = shared + "\n\n" + p["roles"][call.role].render()
-    if previous:
+    if call.previous:
+        previous = [{"label": LABELS[t.role], "verdict": _verdict_words(t), "opinion": brief(t.opinion)}
+                    for t in call.previous]
         user += "\n" + p["previous"].render(previous=previous).rstrip()
     user += "\n\n" + p["answer"].render()
     return ({"role": "system", "content": p["system"].render()}, {"role": "user", "content": user})
 
 
-def turn_from_result(call: AgentCall, result: Result) -> Turn:
+def opinion_of(role: Role, reply: dict, n_evidence: int) -> str:
+    """One line of prose for a grounded reply: what the report shows and the next agent reads."""
+    cited = [n for n in reply.get("passages", []) if 1 <= n <= n_evidence]
+    refs = ", ".join(f"[{n}]" for n in dict.fromkeys(cited))
+    if role == "skeptic":
+        text = f"Doubts \u201c{reply['doubt'].strip()}\u201d ({reply['finding']}): {reply['why'].strip()}"
+    elif role == "trust":
+        text = reply["support"].strip()
+    elif role == "leader":
+        side = {"both": "both agents", "trust": "the Trust agent", "skeptic": "the Skeptic agent"}[reply["side"]]
+        text = f"Sides with {side}: {reply['reason'].strip()}"
+    else:
+        text = reply["opinion"].strip()
+    return f"{text} (passages {refs})" if refs else text
+
+
+_FRAME = re.compile(r"^(Sides with (both agents|the Trust agent|the Skeptic agent): |Doubts )|"
+                    r" \((supported|contradicted|not stated)\):|"
+                    r" \(passages (\[\d+\](, )?)+\)$")
+_FIRST_SENTENCE = re.compile(r"(?<=[.!?])\s")
+BRIEF_WORDS = 30
+
+
+def brief(opinion: str, words: int = BRIEF_WORDS) -> str:
+    """An opinion as the next agent reads it: its first sentence, at most ``words`` words, and the
+    passages it cited. Small models continue whatever long text they are shown; a short line gives them
+    the point to answer, not a paragraph to copy."""
+    body, refs = opinion, ""
+    m = re.search(r" \(passages (\[\d+\](, )?)+\)$", opinion)
+    if m:
+        body, refs = opinion[: m.start()], m.group(0)
+    first = _FIRST_SENTENCE.split(body.strip(), maxsplit=1)[0]
+    cut = first.split()
+    if len(cut) > words:
+        first = " ".join(cut[:words]) + " \u2026"
+    return first + refs
+
+
+def agent_words(role: str, opinion: str) -> str:
+    """An opinion without the fixed phrases :func:`opinion_of` puts around the agent's own words."""
+    return _FRAME.sub("", opinion)
+
+
+def repair(factuality: bool, severity: int) -> tuple[int, str | None]:
+    """Make the severity agree with the verdict: factual => 0, not factual => at least 1."""
+    if factuality and severity != 0:
+        return 0, f"severity {severity} -> 0 (factual)"
+    if not factuality and severity == 0:
+        return 1, "severity 0 -> 1 (not factual)"
+    return severity, None
+
+
+def turn_from_result(call: AgentCall, result: Result, n_evidence: int = MAX_PASSAGES) -> Turn:
     """Convert an engine result into a Turn; a failed or invalid reply becomes an error turn."""
     common = dict(
         state=call.state,
@@ -75,16 +181,30 @@ def turn_from_result(call: AgentCall, result: Result) -> Turn:
         completion_tokens=result.completion_tokens,
         cached_tokens=result.cached_tokens,
         latency_s=result.latency_s,
+        capped=result.capped,
     )
     if result.error is None:
         try:
-            reply = AgentReply.model_validate(result.parsed)
+            if call.prompts == "paper":
+                reply = AgentReply.model_validate(result.parsed)
+                opinion, factuality, severity = reply.opinion, reply.factuality, reply.error_severity
+            else:  # the engine validated it against the role's schema
+                data = result.parsed
+                opinion, factuality, severity = opinion_of(call.role, data, n_evidence), data["factuality"], \
+                    int(data["error_severity"])
         except Exception as exc:  # schema and model disagree: still data, not a crash
             result.error = f"reply rejected: {exc}".splitlines()[0]
         else:
-            return Turn(opinion=reply.opinion, factuality=reply.factuality,
-                        error_severity=reply.error_severity, **common)
+            severity, repaired = repair(factuality, severity)
+            p = value_token_prob(result, "factuality")
+            p_factual = None if p is None else 1.0 - decision_score(not factuality, p)
+            return Turn(opinion=opinion, factuality=factuality, error_severity=severity, p_factual=p_factual,
+                        repaired=repaired, **common)
     return Turn(opinion=result.text[:2000], factuality=None, error_severity=None, error=result.error, **common)
+
+
+# Each debate role's defaults; models.yaml's `sampling:` section (per role) goes on top.
+DEBATE_SAMPLING = SamplingParams(temperature=0.0, max_tokens=256)
 
 
 class Agents:
@@ -96,20 +216,17 @@ class Agents:
             raise ValueError("Agents needs settings or an engine")
         self.settings = settings
         self.engine = engine
-        self.sampling = sampling or SamplingParams(temperature=0.0, max_tokens=320)
+        self.sampling = sampling or DEBATE_SAMPLING
 
     def engine_for(self, role: Role) -> "Engine":
         return self.engine if self.engine is not None else self.settings.engine_for(role)
 
     def request(self, claim: Claim, evidence: Sequence[Evidence], call: AgentCall) -> Request:
-        sampling = self.sampling
-        if self.settings is not None:
-            overrides = self.settings.sampling_for(call.role)
-            if overrides:
-                sampling = SamplingParams(**{**sampling.__dict__, **overrides})
+        sampling = self.settings.sampling(call.role, self.sampling) if self.settings is not None else self.sampling
         return Request(
             messages=build_messages(claim, evidence, call),
-            schema=AGENT_SCHEMA,
+            schema=schema_for(call.role, call.prompts),
             sampling=sampling,
+            logprobs=True,  # the factuality token's probability scores the turn
             tag=f"debate:{call.role}",
         )

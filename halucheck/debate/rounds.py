@@ -15,9 +15,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Generator, Sequence
 
-from halucheck.debate.agents import AgentCall
+from halucheck.debate.agents import PROMPT_SETS, AgentCall
 from halucheck.errors import ConfigError
 from halucheck.records import Claim, Evidence, State, Turn, Verdict
+from halucheck.scoring import pool
 
 # Policy -> (next state when R is True, next state when R is False). Paper Table 4; default True->Skeptic.
 POLICIES: dict[str, tuple[State, State]] = {
@@ -34,15 +35,19 @@ ORDER: dict[State, tuple[str, str, str]] = {
 
 @dataclass(frozen=True)
 class DebateConfig:
-    """``min_rounds``/``max_rounds`` count states after S0; ``max_rounds=0`` is the initial agent alone."""
+    """``min_rounds``/``max_rounds`` count states after S0; ``max_rounds=0`` is the initial agent alone.
+    ``prompts``: the agents' prompt set, ``grounded`` (default) or ``paper`` (the paper's own texts)."""
 
     policy: str = "true-skeptic"
     min_rounds: int = 2
     max_rounds: int = 4
+    prompts: str = "grounded"
 
     def __post_init__(self) -> None:
         if self.policy not in POLICIES:
             raise ConfigError(f"unknown policy {self.policy!r}; choose one of: {', '.join(POLICIES)}")
+        if self.prompts not in PROMPT_SETS:
+            raise ConfigError(f"unknown prompt set {self.prompts!r}; choose one of: {', '.join(PROMPT_SETS)}")
         if not 0 <= self.min_rounds <= self.max_rounds:
             raise ConfigError(
                 f"need 0 <= min_rounds <= max_rounds, got min_rounds={self.min_rounds}, "
@@ -59,7 +64,7 @@ def next_state(policy: str, result: bool) -> State:
 def debate(claim: Claim, evidence: Sequence[Evidence], cfg: DebateConfig = DebateConfig(),
            ) -> Generator[AgentCall, Turn, Verdict]:
     """Run one claim's debate; yields AgentCalls, receives Turns, returns the Verdict."""
-    chain: list[Turn] = [(yield AgentCall("initial", "S0"))]
+    chain: list[Turn] = [(yield AgentCall("initial", "S0", prompts=cfg.prompts))]
     result = last_valid(chain)
     rounds, consensus = 0, False
     while rounds < cfg.max_rounds:
@@ -71,7 +76,7 @@ def debate(claim: Claim, evidence: Sequence[Evidence], cfg: DebateConfig = Debat
             else:  # Trust and Skeptic read the agent just before them (the last valid one)
                 prev = last_valid(chain + turns)
                 previous = (prev,) if prev else ()
-            turns.append((yield AgentCall(role, state, previous)))
+            turns.append((yield AgentCall(role, state, previous, cfg.prompts)))
         chain += turns
         rounds += 1
         result = last_valid(turns) or result
@@ -88,8 +93,11 @@ def last_valid(turns: Sequence[Turn]) -> Turn | None:
 def make_verdict(chain: list[Turn], rounds: int, consensus: bool) -> Verdict:
     """Final verdict = the last Leader's (the last valid turn if no Leader answered validly).
 
-    Confidence = the share of valid turns in the chain that agree with the final factuality: 1.0 when
-    every agent agreed throughout, lower the more the debate was split.
+    P(hallucinated) pools every valid turn's own probability that the claim is not factual (its
+    factuality token's probability; 0 or 1 where the engine gave none) by the mean of their log-odds
+    (``scoring.pool``): every agent read the evidence, so every agent's certainty counts, and a split
+    chain lands near 0.5 even when its last Leader was sure. Confidence = the pooled probability of the
+    side the verdict took; below 0.5 it says the chain as a whole leaned the other way.
     """
     leaders = [t for t in chain if t.ok and t.role == "leader"]
     final = leaders[-1] if leaders else last_valid(chain)
@@ -97,6 +105,6 @@ def make_verdict(chain: list[Turn], rounds: int, consensus: bool) -> Verdict:
         errors = {t.error for t in chain if t.error}
         return Verdict(None, None, 0.0, chain, rounds, False,
                        error="no agent gave a valid reply: " + "; ".join(sorted(errors))[:500])
-    valid = [t for t in chain if t.ok]
-    agree = sum(t.factuality == final.factuality for t in valid)
-    return Verdict(final.factuality, final.error_severity, agree / len(valid), chain, rounds, consensus)
+    p_h = pool(1.0 - (t.p_factual if t.p_factual is not None else float(t.factuality)) for t in chain if t.ok)
+    confidence = p_h if not final.factuality else 1.0 - p_h
+    return Verdict(final.factuality, final.error_severity, confidence, chain, rounds, consensus, p_hallucinated=p_h)

@@ -141,7 +141,7 @@ class Scheduler:
         return new
 
     def _record(self, d: _Debate, result) -> Turn:
-        turn = turn_from_result(d.call, result)
+        turn = turn_from_result(d.call, result, len(d.job.evidence))
         self.stats.llm_calls += result.attempts
         self.stats.prompt_tokens += result.prompt_tokens
         self.stats.completion_tokens += result.completion_tokens
@@ -215,7 +215,7 @@ def run_sequential(jobs: Sequence[DebateJob], agents: Agents, cfg: DebateConfig 
         while d.call is not None:
             engine = agents.engine_for(d.call.role)
             result = engine.generate([agents.request(job.claim, job.evidence, d.call)])[0]
-            d.advance(turn_from_result(d.call, result))
+            d.advance(turn_from_result(d.call, result, len(job.evidence)))
         verdicts.append(d.verdict)
     return verdicts
 

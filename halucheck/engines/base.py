@@ -20,12 +20,29 @@ import jsonschema
 
 @dataclass(frozen=True)
 class SamplingParams:
-    """Decoding settings. ``temperature == 0`` means greedy."""
+    """Decoding settings. ``temperature == 0`` means greedy.
+
+    Repetition controls (vLLM's meanings; every engine applies the ones it has):
+    ``repetition_penalty`` (> 1 divides the positive logits, multiplies the negative ones, of every token
+    already in the prompt or the reply), ``frequency_penalty`` / ``presence_penalty`` (subtracted from
+    a token's logit per occurrence / once, counting only the reply's own tokens) and
+    ``no_repeat_ngram_size`` (n > 0: never repeat an n-gram of the prompt or the reply; the
+    ``transformers`` engine only, vLLM has no such control).
+    """
 
     temperature: float = 0.0
     top_p: float = 1.0
     max_tokens: int = 384
     seed: int | None = None
+    repetition_penalty: float = 1.0
+    frequency_penalty: float = 0.0
+    presence_penalty: float = 0.0
+    no_repeat_ngram_size: int = 0
+
+    @property
+    def penalized(self) -> bool:
+        return (self.repetition_penalty != 1.0 or self.frequency_penalty != 0.0
+                or self.presence_penalty != 0.0 or self.no_repeat_ngram_size > 0)
 
 
 @dataclass(frozen=True)
@@ -68,6 +85,7 @@ class Result:
     error: str | None = None
     attempts: int = 1
     latency_s: float = 0.0
+    capped: bool = False  # some attempt stopped at max_tokens instead of ending by itself
 
     @property
     def ok(self) -> bool:
@@ -150,6 +168,7 @@ class Engine:
                     res.completion_tokens += prev.completion_tokens
                     res.cached_tokens += prev.cached_tokens
                     res.latency_s += prev.latency_s
+                    res.capped = res.capped or prev.capped
                 res.attempts = attempt
                 # an engine-reported failure is final (the engine already retried its transport);
                 # only a reply that does not validate is asked again

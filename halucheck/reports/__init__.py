@@ -26,6 +26,7 @@ class ClaimJSON(TypedDict, total=False):
     factuality: bool | None
     error_severity: int | None
     confidence: float
+    p_hallucinated: float | None  # the verifier's probability that the claim is not factual
     evidence: list[EvidenceJSON]
     chain: list[dict]
     span: list[int]  # [start, end] of the answer sentence the claim came from
@@ -41,7 +42,7 @@ class ResultJSON(TypedDict, total=False):
     hallucinated: bool | None  # None: undecided (``undecided_reason`` says why) or an unusable line
     undecided_reason: str
     max_severity: int
-    score: float  # probability that the answer holds a hallucination, from the claims' confidences
+    score: float  # probability that the answer holds a hallucination, from the claims' P(hallucinated)
     counts: dict
     claims: list[ClaimJSON]
     errors: list[str]
@@ -60,8 +61,10 @@ def aggregate(claims: list[ClaimJSON]) -> dict:
     undecided = [c for c in claims if c.get("factuality") is None]
     p_clean = 1.0
     for c in claims:
-        p = claim_false_probability(c.get("factuality"), c.get("confidence", 0.0))
-        if p is not None:
+        p = c.get("p_hallucinated")
+        if p is None:
+            p = claim_false_probability(c.get("factuality"), c.get("confidence", 0.0))
+        if p is not None and c.get("factuality") is not None:
             p_clean *= 1.0 - p
     return {
         "hallucinated": True if false else None if undecided else False,
@@ -101,6 +104,7 @@ def build_results(store: "RunStore") -> list[ResultJSON]:
                 "factuality": v.factuality if v else None,
                 "error_severity": v.error_severity if v else None,
                 "confidence": round(v.confidence, 4) if v else 0.0,
+                "p_hallucinated": round(v.p_hallucinated, 4) if v and v.p_hallucinated is not None else None,
                 "evidence": [e_.to_dict() for e_ in evidence.get(cid, [])],
                 "chain": [t.to_dict() for t in v.chain] if v else [],
                 "span": [s, e],

@@ -1,0 +1,112 @@
+"""What a debate's chains look like, measured from the turns kept beside each prediction: whether the
+agents debated or copied, looped or ran out of tokens, and whether changing the first opinion helped.
+
+Definitions (per dataset, over the items the debate decided):
+
+- ``copy_rate``: turns after the first whose word 4-grams are >= 60 % contained in the 4-grams of one
+  earlier turn's opinion (in the same chain);
+- ``loop_rate``: turns with a sentence of >= 6 words that occurs twice in the same opinion;
+- ``cap_rate``: turns whose reply stopped at max_tokens (on any attempt);
+- ``flips_right`` / ``flips_wrong``: debates whose final verdict differs from the initial agent's (S0),
+  and whether the final one then matches the label or not;
+- ``completion_tokens_per_turn``: mean reply length in tokens; ``repaired``: turns whose severity was
+  mended to agree with their verdict.
+
+Only the words an agent wrote count: the fixed phrases the report adds around a reply (see
+``halucheck.debate.agents.agent_words``) are left out, so two Leaders siding with the same agent are not
+a copy.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Mapping, Sequence
+
+from halucheck.debate.agents import agent_words
+
+COPY_NGRAM = 4
+COPY_SHARE = 0.6
+LOOP_WORDS = 6
+
+_WORD = re.compile(r"[\w']+")
+_SENTENCE = re.compile(r"(?<=[.!?])\s+|\n+")
+
+
+def _words(text: str) -> list[str]:
+    return _WORD.findall(text.lower())
+
+
+def ngrams(text: str, n: int = COPY_NGRAM) -> set[tuple[str, ...]]:
+    w = _words(text)
+    return {tuple(w[i:i + n]) for i in range(len(w) - n + 1)}
+
+
+def is_copy(opinion: str, earlier: Sequence[str], n: int = COPY_NGRAM, share: float = COPY_SHARE) -> bool:
+    """True when >= ``share`` of ``opinion``'s word n-grams are in one of the ``earlier`` opinions."""
+    mine = ngrams(opinion, n)
+    if not mine:
+        return False
+    return any(len(mine & ngrams(e, n)) >= share * len(mine) for e in earlier)
+
+
+def has_loop(opinion: str, min_words: int = LOOP_WORDS) -> bool:
+    """True when a sentence of >= ``min_words`` words occurs twice in ``opinion``."""
+    seen = set()
+    for sentence in _SENTENCE.split(opinion):
+        w = tuple(_words(sentence))
+        if len(w) < min_words:
+            continue
+        if w in seen:
+            return True
+        seen.add(w)
+    return False
+
+
+def chain_stats(rows: Sequence[Mapping]) -> dict | None:
+    """The measures above for prediction rows (``predictions.jsonl``) that carry a debate chain;
+    None when no row does."""
+    turns = copies = after_first = loops = capped = repaired = tokens = 0
+    decided = flips_right = flips_wrong = 0
+    for r in rows:
+        chain = (r.get("detail") or {}).get("chain") or []
+        if not chain:
+            continue
+        texts: list[str] = []
+        for i, t in enumerate(chain):
+            turns += 1
+            capped += bool(t.get("capped"))
+            repaired += bool(t.get("repaired"))
+            tokens += int(t.get("completion_tokens") or 0)
+            if t.get("factuality") is None:  # an error turn has no opinion of its own
+                continue
+            text = agent_words(t.get("role", ""), t.get("opinion") or "")
+            if i > 0:
+                after_first += 1
+                copies += is_copy(text, texts)
+            loops += has_loop(text)
+            texts.append(text)
+        first = chain[0]
+        if r.get("prediction") is None or first.get("factuality") is None:
+            continue
+        decided += 1
+        if (not first["factuality"]) != bool(r["prediction"]):
+            if bool(r["prediction"]) == bool(r["label"]):
+                flips_right += 1
+            else:
+                flips_wrong += 1
+    if not turns:
+        return None
+    return {
+        "debates": decided,
+        "turns": turns,
+        "copy_rate": round(copies / after_first, 4) if after_first else 0.0,
+        "loop_rate": round(loops / turns, 4),
+        "cap_rate": round(capped / turns, 4),
+        "flips_right": flips_right,
+        "flips_wrong": flips_wrong,
+        "completion_tokens_per_turn": round(tokens / turns, 1),
+        "repaired": repaired,
+    }
+
+
+__all__ = ["chain_stats", "has_loop", "is_copy", "ngrams"]
