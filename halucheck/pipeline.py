@@ -61,6 +61,9 @@ class RunOptions:
 
 Progress = Callable[..., object]  # tqdm-like factory: progress(total=, desc=) -> bar with update()/close()
 
+# How a model reply that never matched its schema is reported (engines/base.py, debate/agents.py)
+MODEL_REPLY_FAILURES = ("reply is not valid JSON", "reply violates the schema", "reply rejected")
+
 # Debate verdicts are written in batches: this many, or after this many seconds, whichever comes first
 VERDICT_BATCH = 512
 VERDICT_FLUSH_S = 2.0
@@ -108,15 +111,16 @@ class Pipeline:
 
     # -- the run ---------------------------------------------------------------------------------
     def run(self) -> dict:
-        """All stages over all pending work; then passes over what failed (bounded, with growing waits:
-        a server down for a few seconds is retried in the same run); then the reports."""
+        """All stages over all pending work; then, while engine calls failed, passes over what failed
+        (bounded, with growing waits: a server down for a few seconds is retried in the same run); then
+        the reports."""
         t0 = time.perf_counter()
         items = self.load_items()
         for attempt in range(self.opts.retries + 1):
             if attempt:
                 pending = self.pending()
-                if not pending:
-                    break
+                if not pending or not self.engine_failed():
+                    break  # a reply that never matched the schema was already asked again by the engine
                 delay = self.opts.retry_backoff_s * 2 ** (attempt - 1)
                 self.log(f"retrying failed work in {delay:g}s ({pending}; pass {attempt + 1} of "
                          f"{self.opts.retries + 1})")
@@ -133,6 +137,15 @@ class Pipeline:
         summary["wall_s"] = round(time.perf_counter() - t0, 1)
         self.store.set_meta("last_summary", json.dumps(summary))
         return summary
+
+    def engine_failed(self) -> bool:
+        """Whether a standing failure is the engine's (a server down, a timeout), which a later pass
+        may not meet, rather than a model reply that never matched the schema after the engine's own
+        retries (asked again in the same way, it would most likely fail the same way)."""
+        messages = self.store.query(
+            "SELECT message FROM errors WHERE stage IN ('filter', 'extract', 'queries') "
+            "UNION ALL SELECT error FROM turns WHERE error IS NOT NULL")
+        return any(not any(mark in m for mark in MODEL_REPLY_FAILURES) for (m,) in messages if m)
 
     def pending(self) -> Pending:
         (items,), = self.store.query("SELECT count(*) FROM items WHERE NOT claims_done")

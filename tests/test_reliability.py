@@ -190,6 +190,17 @@ def test_outage_of_a_server_is_retried_within_the_run_with_backoff(tmp_path):
     assert summary["undecided"] == 0 and summary["failed_calls"] > 0
 
 
+def test_replies_that_never_match_the_schema_get_no_extra_pass(tmp_path):
+    src = write_jsonl(tmp_path / "answers.jsonl", ANSWERS[1:2])
+    with FaultServer(lambda body: "invalid") as srv:
+        settings = Settings.load(server_config(tmp_path, srv.url))
+        pipeline_run(src, tmp_path / "out", settings, retries=2)
+        first_pass = len(srv.requests)
+        assert first_pass == 3  # the extraction, asked three times by the engine itself; no second pass
+        pipeline_run(src, tmp_path / "out", Settings.load(server_config(tmp_path, srv.url)), retries=2)
+        assert len(srv.requests) == 2 * first_pass  # the same command again does ask again
+
+
 @pytest.mark.parametrize("fault", ["garbage", "invalid", "hang"])
 def test_bad_replies_become_undecided_then_heal(tmp_path, fault):
     src = write_jsonl(tmp_path / "answers.jsonl", ANSWERS[1:2])
