@@ -540,19 +540,33 @@ def test_remembered_prompt_renders_follow_their_arguments():
 
 
 def _cli(args, cwd):
+    # verdicts written every 0.2 s instead of every 2 s, so that kills also land between verdict batches
     code = ("import sys; sys.path.insert(0, sys.argv[1]); import faults; faults.register_echo(); "
+            "import halucheck.pipeline; halucheck.pipeline.VERDICT_FLUSH_S = 0.2; "
             "from halucheck.cli import app; sys.argv = ['halucheck'] + sys.argv[2:]; app()")
     return subprocess.Popen([sys.executable, "-c", code, str(TESTS), *map(str, args)], cwd=cwd,
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
                             env={**os.environ, "PYTHONPATH": str(TESTS.parent)})
 
 
+def _progress(db):
+    if not db.exists():
+        return (0, 0, 0, 0)
+    store = RunStore(db)
+    try:
+        return tuple(store.query(q)[0][0] for q in (
+            "SELECT count(*) FROM items WHERE claims_done", "SELECT count(*) FROM claims WHERE evidence_done",
+            "SELECT count(*) FROM verdicts", "SELECT count(*) FROM llm_cache"))
+    finally:
+        store.close()
+
+
 def test_kill_9_at_any_point_resumes_to_identical_results(tmp_path):
-    rows = [{"id": f"q{i}", "answer": f"River {i} is in Berlin. River {i} is {i + 100} km long."} for i in range(120)]
+    rows = [{"id": f"q{i}", "answer": f"River {i} is in Berlin. River {i} is {i + 100} km long."} for i in range(60)]
     src = write_jsonl(tmp_path / "answers.jsonl", rows)
     cfg = tmp_path / "models.yaml"
-    # each engine call takes 40 ms, so the run lasts long enough to be killed in every stage
-    cfg.write_text("profiles:\n  e:\n    engine: echo\n    max_batch: 16\n    step_latency: [0.04, 0]\n")
+    # each engine call takes 100 ms, so the run lasts long enough to be killed in every stage
+    cfg.write_text("profiles:\n  e:\n    engine: echo\n    max_batch: 16\n    step_latency: [0.1, 0]\n")
     common = ["run", "-i", src, "--quiet", "--config", cfg, "--max-rounds", "2", "--min-rounds", "1"]
     t0 = time.monotonic()
     ref = _cli(common + ["-o", tmp_path / "ref"], tmp_path)
@@ -560,7 +574,7 @@ def test_kill_9_at_any_point_resumes_to_identical_results(tmp_path):
     reference = (tmp_path / "ref" / "results.jsonl").read_text()
     full = time.monotonic() - t0
     # kill -9 a little later each time (each resumed run has less left to do) until a run finishes
-    kills, delay = 0, 1.0
+    kills, delay, snapshots = 0, 0.5, []
     while True:
         p = _cli(common + ["-o", tmp_path / "out"], tmp_path)
         try:
@@ -570,8 +584,11 @@ def test_kill_9_at_any_point_resumes_to_identical_results(tmp_path):
             p.send_signal(signal.SIGKILL)
             p.wait(timeout=60)
             kills += 1
-            delay += full / 12
+            delay += full / 16
+            snapshots.append(_progress(tmp_path / "out" / "run.duckdb"))
     assert p.returncode == 0, p.stderr.read()
-    print(f"reference run {full:.1f} s; killed -9 {kills} times, at 1.0 s to {delay - full / 12:.1f} s")
-    assert kills >= 4
+    print(f"reference run {full:.1f} s; killed -9 {kills} times, at 0.5 s to {delay - full / 16:.1f} s; "
+          f"(answers with claims, claims with evidence, verdicts, cached replies) after each kill: {snapshots}")
+    assert snapshots == sorted(snapshots)  # a kill never undoes finished work
+    assert kills >= 5
     assert (tmp_path / "out" / "results.jsonl").read_text() == reference
