@@ -237,8 +237,9 @@ def _print_summary(summary: dict, out_dir: Path) -> None:
     s = summary
     typer.echo("")
     typer.secho(f"halucheck: {s['hallucinated']} of {s['checked']} answers hallucinated "
-                f"({s['hallucination_rate']:.0%})", bold=True)
+                f"({s['hallucination_rate']:.0%})", bold=True, nl=not s.get("undecided"))
     if s.get("undecided"):  # before anything else: an undecided answer must not read as a clean one
+        typer.secho(f"; {s['undecided']} more UNDECIDED", fg="yellow", bold=True)
         typer.secho(f"  UNDECIDED: {s['undecided']} answers have no verdict; {s['failed_calls']} LLM calls failed "
                     f"(commonest: {s['undecided_reason']})", fg="yellow", bold=True)
     elif s.get("failed_calls"):
