@@ -202,9 +202,10 @@ class RunStore:
                         if len(st) == 3:  # (sql, params, ONCE): one execution, params may hold lists
                             if params:
                                 self.con.execute(sql, params)
+                        elif params and isinstance(params[0], (list, tuple)) and Rows.bulk(sql):
+                            Rows.from_sql(sql, params).insert(self.con)  # many rows of an INSERT ... VALUES
                         elif params and isinstance(params[0], (list, tuple)):
-                            Rows.from_sql(sql, params).insert(self.con) if Rows.bulk(sql) else \
-                                self.con.executemany(sql, params)
+                            self.con.executemany(sql, params)
                         elif params != []:
                             self.con.execute(sql, params)
                     self.con.execute("COMMIT")
