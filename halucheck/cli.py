@@ -22,6 +22,12 @@ models_app = typer.Typer(help="Install and inspect the local models.", no_args_i
 app.add_typer(models_app, name="models")
 
 
+# `halucheck run` finished, but some answers are undecided because LLM calls failed (server down, timeouts,
+# replies that never matched the schema): the reports are written, and the same command again retries
+# only the failed work. 1 stays "the run could not be done" (bad input, bad config).
+EXIT_UNDECIDED = 3
+
+
 def fail(message: str, code: int = 1) -> None:
     """Print one line to stderr and exit: no traceback for errors the user can fix."""
     typer.echo(f"error: {message}", err=True)
@@ -144,7 +150,7 @@ def run(
     index: Optional[Path] = typer.Option(None, "--index", help="Where the corpus index lives (default: user cache)."),
     no_context: bool = typer.Option(False, "--no-context", help="Ignore the items' context field."),
     subjective_filter: str = typer.Option("auto", "--filter", help="Remove subjective sentences first: auto, on, off."),
-    top_k: int = typer.Option(10, "--top-k", help="Evidence passages per claim."),
+    top_k: int = typer.Option(10, "--top-k", help="Evidence passages per claim (at least 1)."),
     max_claims: int = typer.Option(64, "--max-claims", help="Claims checked per answer at most."),
     profile: Optional[str] = typer.Option(None, "--profile", "-p", help="Profile from models.yaml for every role."),
     role: Optional[list[str]] = typer.Option(None, "--role", help="ROLE=PROFILE for one role (repeatable)."),
@@ -152,13 +158,16 @@ def run(
     min_rounds: int = typer.Option(2, help="Debate states to run at least, before a consensus may stop."),
     max_rounds: int = typer.Option(4, help="Debate states to run at most (0 = initial agent only)."),
     prompts: str = typer.Option("grounded", "--prompts", help="Debate prompts: grounded (default) or paper (the paper's own texts)."),
-    restart: bool = typer.Option(False, "--restart", help="Discard an existing run in --out and start over."),
+    restart: bool = typer.Option(False, "--restart", help="Discard an existing run in --out and start over "
+                                 "(refused while another process is running it)."),
     config: Optional[Path] = typer.Option(None, "--config", help="Path to models.yaml."),
     quiet: bool = typer.Option(False, "--quiet", help="No progress bars."),
 ) -> None:
     """Check every answer in a file: claims, evidence, debate, verdicts; writes results.jsonl and report.html.
 
-    Killed and started again with the same arguments, a run resumes where it stopped."""
+    Killed and started again with the same arguments, a run resumes where it stopped; failed LLM calls
+    are asked again. Exit code 3: the run finished but some answers are undecided (failed calls);
+    run the same command again to retry them."""
     try:
         from halucheck.debate import DebateConfig
         from halucheck.pipeline import Pipeline, RunOptions
@@ -167,10 +176,9 @@ def run(
             raise HalucheckError(f"--filter must be auto, on or off, not {subjective_filter!r}")
         if corpus is not None and not corpus.is_dir():
             raise HalucheckError(f"--corpus {corpus} is not a folder; pass the folder of your documents")
+        if top_k < 1 or max_claims < 1:
+            raise HalucheckError(f"--top-k and --max-claims must be at least 1 (got {top_k} and {max_claims})")
         out_dir = out or Path("runs") / input.stem
-        if restart and (out_dir / "run.duckdb").exists():
-            for name in ("run.duckdb", "run.duckdb.wal"):
-                (out_dir / name).unlink(missing_ok=True)
         opts = RunOptions(
             input=input, out=out_dir, corpus=corpus, index=index, use_context=not no_context,
             subjective_filter=subjective_filter, top_k=top_k, max_claims=max_claims,
@@ -184,7 +192,12 @@ def run(
             from tqdm import tqdm
 
             progress = partial(tqdm, dynamic_ncols=True, file=sys.stderr)
-        pipe = Pipeline(opts, settings, progress=progress, log=lambda m: typer.echo(m, err=True))
+        try:
+            pipe = Pipeline(opts, settings, progress=progress, log=lambda m: typer.echo(m, err=True),
+                            restart=restart)
+        except BaseException:
+            settings.close()
+            raise
         try:
             summary = pipe.run()
         finally:
@@ -192,6 +205,10 @@ def run(
     except HalucheckError as exc:
         fail(str(exc))
     _print_summary(summary, out_dir)
+    if summary["undecided"]:
+        fail(f"{summary['undecided']} of {summary['items'] - summary['unreadable']} answers are undecided "
+             f"({summary['failed_calls']} LLM call(s) failed; commonest: {summary['undecided_reason']}); "
+             "nothing is lost: run the same command again to retry only the failed work", EXIT_UNDECIDED)
 
 
 @app.command()
@@ -220,7 +237,13 @@ def _print_summary(summary: dict, out_dir: Path) -> None:
     s = summary
     typer.echo("")
     typer.secho(f"halucheck: {s['hallucinated']} of {s['checked']} answers hallucinated "
-                f"({s['hallucination_rate']:.0%})", bold=True)
+                f"({s['hallucination_rate']:.0%})", bold=True, nl=not s.get("undecided"))
+    if s.get("undecided"):  # before anything else: an undecided answer must not read as a clean one
+        typer.secho(f"; {s['undecided']} more UNDECIDED", fg="yellow", bold=True)
+        typer.secho(f"  UNDECIDED: {s['undecided']} answers have no verdict; {s['failed_calls']} LLM calls failed "
+                    f"(commonest: {s['undecided_reason']})", fg="yellow", bold=True)
+    elif s.get("failed_calls"):
+        typer.echo(f"  {s['failed_calls']} LLM calls failed and were retried successfully")
     typer.echo(f"  claims: {s['claims']} checked, {s['false_claims']} false, {s['undecided_claims']} undecided")
     if s["severity_histogram"]:
         hist = "  ".join(f"{k}:{v}" for k, v in s["severity_histogram"].items())
@@ -228,7 +251,8 @@ def _print_summary(summary: dict, out_dir: Path) -> None:
     if s["unreadable"]:
         typer.echo(f"  unreadable input lines: {s['unreadable']} (see results.jsonl)")
     for name, st in s["stages"].items():
-        typer.echo(f"  {name:<8} {st['llm_calls']:>6} LLM calls  {st['prompt_tokens']:>9} prompt tok "
+        failed = f" ({st['failed_calls']} failed)" if st.get("failed_calls") else ""
+        typer.echo(f"  {name:<8} {st['llm_calls']:>6} LLM calls{failed}  {st['prompt_tokens']:>9} prompt tok "
                    f"({st['cached_tokens']} cached)  {st['completion_tokens']:>8} completion tok  {st['wall_s']:>7}s")
     if "wall_s" in s:
         typer.echo(f"  wall time: {s['wall_s']}s")

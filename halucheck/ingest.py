@@ -244,9 +244,14 @@ def read_file(path: Path, warn: Callable[[str], None] | None = None, max_bytes: 
     return [Document(str(path), text)]
 
 
-def iter_files(root: Path, exclude: tuple[Path, ...] = ()) -> Iterator[Path]:
-    """Supported files under ``root``, recursively, sorted; hidden files and folders are ignored."""
+def iter_files(root: Path, exclude: tuple[Path, ...] = (),
+               warn: Callable[[str], None] | None = None) -> Iterator[Path]:
+    """Supported files under ``root``, recursively, sorted; hidden files and folders are ignored.
+
+    A file reached through a symlink that leads out of ``root`` is skipped (with a call to ``warn``):
+    the corpus is what the folder holds, and a link to ``/etc/passwd`` must not become quoted evidence."""
     root = Path(root)
+    real_root = root.resolve()
     excluded = {p.resolve() for p in exclude}
     for path in sorted(root.rglob("*")):
         rel = path.relative_to(root)
@@ -254,6 +259,11 @@ def iter_files(root: Path, exclude: tuple[Path, ...] = ()) -> Iterator[Path]:
             continue
         if path.suffix.lower() not in SUPPORTED_SUFFIXES or not path.is_file():
             continue
-        if path.resolve() in excluded:
+        real = path.resolve()
+        if real in excluded:
+            continue
+        if not real.is_relative_to(real_root):
+            if warn:
+                warn(f"skipped {path}: a symlink to {real}, outside the corpus folder {root}")
             continue
         yield path

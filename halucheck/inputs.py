@@ -10,7 +10,7 @@ from __future__ import annotations
 import csv
 import io
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from halucheck.errors import InputError
@@ -34,16 +34,28 @@ class InputProblem:
     line: int
     message: str
     fatal: bool  # True: the line could not be used at all
+    id: str | None = None  # the line's own id, when it has one
 
 
-def read_items(path: str | Path) -> tuple[list[Item], list[InputProblem]]:
-    """Read ``path``; returns the usable items and the problems found (each with its line)."""
+def read_input_bytes(path: str | Path) -> bytes:
+    """The input's bytes, read once: a pipe (``/dev/stdin``, a process substitution) gives its content
+    only to the first read, and the run must check and fingerprint that same content."""
     path = Path(path)
     if not path.exists():
         raise InputError(f"input file {path} does not exist")
     if path.is_dir():
         raise InputError(f"{path} is a folder; pass a .jsonl or .csv file with one answer per line")
-    raw = path.read_bytes()
+    return path.read_bytes()
+
+
+def read_items(path: str | Path, raw: bytes | None = None) -> tuple[list[Item], list[InputProblem]]:
+    """Read ``path`` (or its bytes ``raw``, already read); returns the usable items and the problems
+    found (each with its line)."""
+    path = Path(path)
+    if raw is None:
+        raw = read_input_bytes(path)
+    if raw.startswith(b"\xef\xbb\xbf"):  # a UTF-8 byte order mark (Excel, Notepad) is not content
+        raw = raw[3:]
     if not raw.strip():
         raise InputError(f"{path} is empty: nothing to check; it needs one JSON object per line with an \"answer\"")
     problems: list[InputProblem] = []
@@ -60,17 +72,33 @@ def read_items(path: str | Path) -> tuple[list[Item], list[InputProblem]]:
         records = _csv_records("\n".join(texts), problems)
     else:
         records = _jsonl_records(texts, problems)
+    records = list(records)
+    # a line without an id is named line-N, unless a real id already says so (then line-N-2, ...)
+    taken = {str(rec["id"]) for _, rec in records if rec.get("id") not in (None, "")}
     items, seen = [], set()
     for n, rec in records:
-        item = _to_item(n, rec, problems)
+        item = _to_item(n, rec, problems, taken)
         if item is None:
             continue
         if item.id in seen:
-            problems.append(InputProblem(n, f"duplicate id {item.id!r}; ids must be unique (line skipped)", True))
+            problems.append(InputProblem(n, f"duplicate id {item.id!r}; ids must be unique (line skipped)", True,
+                                         item.id))
             continue
         seen.add(item.id)
         items.append(item)
+    # a skipped line keeps its own id in the report; without one it gets a line-N that no item has
+    problems = [replace(p, id=p.id or synthetic_id(p.line, taken)) if p.fatal else p for p in problems]
     return items, problems
+
+
+def synthetic_id(line: int, taken: set[str]) -> str:
+    """``line-N`` for a line without an id, made unique against ``taken`` (which it joins)."""
+    name, k = f"line-{line}", 1
+    while name in taken:
+        k += 1
+        name = f"line-{line}-{k}"
+    taken.add(name)
+    return name
 
 
 def _jsonl_records(texts: list[str], problems: list[InputProblem]):
@@ -82,6 +110,10 @@ def _jsonl_records(texts: list[str], problems: list[InputProblem]):
         except json.JSONDecodeError as exc:
             problems.append(InputProblem(n, f"not valid JSON ({exc.msg} at column {exc.colno}); each line must be "
                                             "one JSON object like {\"id\": \"a1\", \"answer\": \"...\"}", True))
+            continue
+        except RecursionError:  # json.loads recurses once per nesting level
+            problems.append(InputProblem(n, "JSON nested too deeply (line skipped); each line must be one flat "
+                                            "object like {\"id\": \"a1\", \"answer\": \"...\"}", True))
             continue
         if not isinstance(rec, dict):
             problems.append(InputProblem(n, f"expected a JSON object, got {type(rec).__name__}", True))
@@ -97,20 +129,20 @@ def _csv_records(text: str, problems: list[InputProblem]):
         yield reader.line_num, rec
 
 
-def _to_item(n: int, rec: dict, problems: list[InputProblem]) -> Item | None:
+def _to_item(n: int, rec: dict, problems: list[InputProblem], taken: set[str]) -> Item | None:
+    own_id = None if rec.get("id") in (None, "") else str(rec["id"])
     answer = rec.get("answer")
     if answer is None:
         problems.append(InputProblem(n, "missing the \"answer\" field (line skipped); add the text to check "
-                                        "as \"answer\"", True))
+                                        "as \"answer\"", True, own_id))
         return None
     if not isinstance(answer, str):
-        problems.append(InputProblem(n, f"\"answer\" must be a string, got {type(answer).__name__}", True))
+        problems.append(InputProblem(n, f"\"answer\" must be a string, got {type(answer).__name__}", True, own_id))
         return None
     if not answer.strip():
-        problems.append(InputProblem(n, "\"answer\" is empty (line skipped)", True))
+        problems.append(InputProblem(n, "\"answer\" is empty (line skipped)", True, own_id))
         return None
-    item_id = rec.get("id")
-    item_id = f"line-{n}" if item_id in (None, "") else str(item_id)
+    item_id = own_id or synthetic_id(n, taken)
     words = answer.split()
     if len(words) > MAX_ANSWER_WORDS:
         problems.append(InputProblem(

@@ -1,8 +1,9 @@
 """`halucheck run`: answers -> claims -> queries -> evidence -> debate -> verdicts -> reports.
 
-Stages run over all pending work at once (batch-first), and every result is written to the run
-database as soon as it exists. Started again with the same arguments, a run skips what is finished
-(items with claims, claims with evidence, claims with verdicts) and replays LLM replies from the cache.
+Stages run over all pending work at once (batch-first), and results are written to the run database
+batch by batch. Started again with the same arguments, a run skips what is finished (items with claims,
+claims with evidence, claims with a clean verdict), replays LLM replies from the cache and asks again
+only what failed: failed work is never stored as done.
 """
 
 from __future__ import annotations
@@ -20,14 +21,15 @@ from halucheck.debate import Agents, DebateConfig, DebateJob, Scheduler
 from halucheck.engines.base import SamplingParams
 from halucheck.engines.cache import CachingEngine
 from halucheck.errors import InputError
-from halucheck.inputs import Item, read_items, truncation_point
+from halucheck.inputs import Item, read_input_bytes, read_items, truncation_point
 from halucheck.records import Claim, Evidence
 from halucheck.runstore import RunStore
 
 
 @dataclass
 class RunOptions:
-    """Everything that determines a run's results (and so must match to resume it)."""
+    """Everything that determines a run's results (and so must match to resume it), plus how failed
+    work is retried within one run (which does not change results, so is not fingerprinted)."""
 
     input: Path
     out: Path
@@ -38,11 +40,15 @@ class RunOptions:
     top_k: int = 10
     max_claims: int = 64
     debate: DebateConfig = field(default_factory=DebateConfig)
-    batch_items: int = 64
+    batch_items: int = 256  # answers per claims-stage batch (its results are one transaction)
+    retries: int = 2  # passes over failed work after the first, within one run
+    retry_backoff_s: float = 2.0  # wait before the first retry pass; doubles for each further pass
 
     def fingerprint(self, settings: Settings, input_bytes: bytes) -> str:
-        profiles = {r: asdict(settings.profile_for(r)) for r in ("initial", "trust", "skeptic", "leader",
-                                                                 "filter", "extractor", "query")}
+        # engine-only options (timeouts, concurrency, attempts, URLs) are left out: changing them must
+        # not block a resume, and a run interrupted by a timeout is resumed with a longer one
+        profiles = {r: settings.profile_for(r).result_settings() for r in ("initial", "trust", "skeptic", "leader",
+                                                                            "filter", "extractor", "query")}
         payload = {
             "input_sha256": hashlib.sha256(input_bytes).hexdigest(),
             "corpus": str(self.corpus.resolve()) if self.corpus else None,
@@ -55,6 +61,13 @@ class RunOptions:
 
 Progress = Callable[..., object]  # tqdm-like factory: progress(total=, desc=) -> bar with update()/close()
 
+# How a model reply that never matched its schema is reported (engines/base.py, debate/agents.py)
+MODEL_REPLY_FAILURES = ("reply is not valid JSON", "reply violates the schema", "reply rejected")
+
+# Debate verdicts are written in batches: this many, or after this many seconds, whichever comes first
+VERDICT_BATCH = 512
+VERDICT_FLUSH_S = 2.0
+
 
 def _null_progress(**_):
     class _Bar:
@@ -64,26 +77,57 @@ def _null_progress(**_):
     return _Bar()
 
 
+@dataclass
+class Pending:
+    """Work not done yet: items without claims, claims without evidence, claims without a clean verdict."""
+
+    items: int = 0
+    evidence: int = 0
+    debates: int = 0
+
+    def __bool__(self) -> bool:
+        return bool(self.items or self.evidence or self.debates)
+
+    def __str__(self) -> str:
+        parts = [(self.items, "answer(s) without claims"), (self.evidence, "claim(s) without evidence"),
+                 (self.debates, "claim(s) without a clean verdict")]
+        return ", ".join(f"{n} {what}" for n, what in parts if n)
+
+
 class Pipeline:
     """One run: owns the run database, the cached engines and the evidence sources."""
 
     def __init__(self, opts: RunOptions, settings: Settings, progress: Progress | None = None,
-                 log: Callable[[str], None] = print) -> None:
+                 log: Callable[[str], None] = print, restart: bool = False) -> None:
         self.opts, self.settings, self.log = opts, settings, log
         self.progress = progress or _null_progress
+        if opts.out.exists() and not opts.out.is_dir():
+            raise InputError(f"--out {opts.out} is a file; pass a folder for the run (it is created if missing)")
         opts.out.mkdir(parents=True, exist_ok=True)
-        self.store = RunStore(opts.out / "run.duckdb")
+        self.store = RunStore(opts.out / "run.duckdb", restart=restart)
         settings.wrap = lambda engine: CachingEngine(engine, self.store)
         self.agents = Agents(settings)
         self._corpus = None
 
     # -- the run ---------------------------------------------------------------------------------
     def run(self) -> dict:
+        """All stages over all pending work; then, while engine calls failed, passes over what failed
+        (bounded, with growing waits: a server down for a few seconds is retried in the same run); then
+        the reports."""
         t0 = time.perf_counter()
         items = self.load_items()
-        self.extract_claims(items)
-        self.gather_evidence(items)
-        self.debate()
+        for attempt in range(self.opts.retries + 1):
+            if attempt:
+                pending = self.pending()
+                if not pending or not self.engine_failed():
+                    break  # a reply that never matched the schema was already asked again by the engine
+                delay = self.opts.retry_backoff_s * 2 ** (attempt - 1)
+                self.log(f"retrying failed work in {delay:g}s ({pending}; pass {attempt + 1} of "
+                         f"{self.opts.retries + 1})")
+                time.sleep(delay)
+            self.extract_claims(items)
+            self.gather_evidence(items)
+            self.debate()
         from halucheck import reports
 
         results = reports.build_results(self.store)
@@ -94,34 +138,50 @@ class Pipeline:
         self.store.set_meta("last_summary", json.dumps(summary))
         return summary
 
+    def engine_failed(self) -> bool:
+        """Whether a standing failure is the engine's (a server down, a timeout), which a later pass
+        may not meet, rather than a model reply that never matched the schema after the engine's own
+        retries (asked again in the same way, it would most likely fail the same way)."""
+        messages = self.store.query(
+            "SELECT message FROM errors WHERE stage IN ('filter', 'extract', 'queries') "
+            "UNION ALL SELECT error FROM turns WHERE error IS NOT NULL")
+        return any(not any(mark in m for mark in MODEL_REPLY_FAILURES) for (m,) in messages if m)
+
+    def pending(self) -> Pending:
+        (items,), = self.store.query("SELECT count(*) FROM items WHERE NOT claims_done")
+        (evidence,), = self.store.query("SELECT count(*) FROM claims WHERE NOT evidence_done")
+        return Pending(items, evidence, len(self._debate_todo()))
+
     def close(self) -> None:
         self.store.close()
         self.settings.close()
 
     # -- stage 0: input ----------------------------------------------------------------------------
     def load_items(self) -> list[tuple[int, Item]]:
-        items, problems = read_items(self.opts.input)
-        fp = self.opts.fingerprint(self.settings, Path(self.opts.input).read_bytes())
+        raw = read_input_bytes(self.opts.input)  # read once: a pipe has no second read
+        items, problems = read_items(self.opts.input, raw)
+        fp = self.opts.fingerprint(self.settings, raw)
         old = self.store.get_meta("fingerprint")
         if old and old != fp:
             raise InputError(
                 f"{self.opts.out} holds a run made with other inputs or settings; use a new --out DIR, "
                 "or --restart to discard it"
             )
-        fresh = old is None
         self.store.set_meta("fingerprint", fp)
         self.store.set_meta("input", str(self.opts.input))
         for p in problems:
             self.log(f"{'warning' if not p.fatal else 'skipped'}: {self.opts.input}:{p.line}: {p.message}")
-        if fresh:
-            for p in problems:
-                self.store.add_error(None, p.line, "input" if p.fatal else "input-warning", p.message)
         if not items:
             raise InputError(f"{self.opts.input}: no usable line ({len(problems)} problem(s) above); "
                              "each line needs an \"answer\"")
         indexed = list(enumerate(items))
+        by_line = {it.line: i for i, it in indexed}
         self.store.add_items([(i, it.id, it.line, it.question, it.answer, it.context,
                                truncation_point(it.answer)) for i, it in indexed])
+        # warnings (not UTF-8, truncated) belong to their item's result; unusable lines get a result of their own
+        self.store.set_input_problems([
+            (None, p.line, "input", p.message, p.id) if p.fatal else
+            (by_line.get(p.line), p.line, "input-warning", p.message, None) for p in problems])
         return indexed
 
     # -- stage 1: claims -------------------------------------------------------------------------
@@ -131,15 +191,19 @@ class Pipeline:
         if not todo:
             return
         engine_f, engine_x = self.settings.engine_for("filter"), self.settings.engine_for("extractor")
+        # items with errors of an earlier attempt: those are replaced by this attempt's outcome
+        had_errors = {r[0] for r in self.store.query(
+            "SELECT DISTINCT item_idx FROM errors WHERE stage IN ('filter', 'extract', 'claims-warning')")}
         bar = self.progress(total=len(todo), desc="claims   ", unit="answer")
         for start in range(0, len(todo), self.opts.batch_items):
             chunk = todo[start:start + self.opts.batch_items]
             t0 = time.perf_counter()
             work = []  # (item_idx, item, segment, needs_filter)
-            short = []
+            saved: dict[int, list[tuple]] = {}
             for i, it in chunk:
                 if it.question and claim_stages.is_short_answer(it.answer):
-                    short.append((i, it))
+                    # the paper's short-QA rule: question + answer is one claim
+                    saved[i] = [(f"{i}:0", 0, it.answer.strip(), it.question, 0, len(it.answer))]
                     continue
                 cut = truncation_point(it.answer)
                 text = it.answer[:cut] if cut else it.answer
@@ -147,51 +211,46 @@ class Pipeline:
                     self.opts.subjective_filter == "auto" and claim_stages.looks_like_dialogue(text))
                 for seg in claim_stages.segments(text):
                     work.append((i, it, seg, needs))
-            for i, it in short:  # the paper's short-QA rule: question + answer is one claim
-                self.store.save_claims(i, [(f"{i}:0", 0, it.answer.strip(), it.question, 0, len(it.answer))])
-                bar.update(1)
+            # a failed call fails its whole item: the item stays not done and is tried again later
+            failed: dict[int, tuple[str, str]] = {}
             to_filter = [w for w in work if w[3]]
             filtered = claim_stages.filter_subjective(
                 engine_f, [w[2].text for w in to_filter],
                 self.settings.sampling("filter", claim_stages.FILTER_SAMPLING)) if to_filter else []
             texts = {id(w): w[2].text for w in work}
             for w, f in zip(to_filter, filtered):
+                if f.error:
+                    failed.setdefault(w[0], ("filter", f.error))
                 texts[id(w)] = f.value
-            to_extract = [w for w in work if texts[id(w)].strip()]
+            to_extract = [w for w in work if w[0] not in failed and texts[id(w)].strip()]
             extracted = claim_stages.extract_claims(
                 engine_x, [texts[id(w)] for w in to_extract], [w[1].question or "" for w in to_extract],
                 self.settings.sampling("extractor", claim_stages.EXTRACT_SAMPLING))
-            per_item: dict[int, list] = {i: [] for i, _ in chunk if (i, _) not in short}
-            failed: set[int] = set()
+            per_item: dict[int, list] = {}
             for w, out in zip(to_extract, extracted):
-                i, it, seg, _ = w
                 if out.error:
-                    failed.add(i)
-                    self.store.add_error(i, it.line, "extract", out.error)
-                    continue
-                per_item[i].extend((c, seg) for c in out.value)
+                    failed.setdefault(w[0], ("extract", out.error))
+                else:
+                    per_item.setdefault(w[0], []).extend((c, w[2]) for c in out.value)
+            errors = [(i, it.line, *failed[i]) for i, it in chunk if i in failed]
             for i, it in chunk:
-                if i not in per_item or i in failed:
-                    if i in failed:
-                        bar.update(1)
+                if i in saved or i in failed:
                     continue
-                found = per_item[i]
+                found = per_item.get(i, [])
                 if len(found) > self.opts.max_claims:
                     msg = (f"{len(found)} claims found; the first {self.opts.max_claims} are checked "
                            "(raise --max-claims to check more)")
                     self.log(f"warning: {self.opts.input}:{it.line}: answer {it.id!r}: {msg}")
-                    self.store.add_error(i, it.line, "claims-warning", msg)
+                    errors.append((i, it.line, "claims-warning", msg))
                     found = found[:self.opts.max_claims]
-                rows = []
-                for k, (c, seg) in enumerate(found):
-                    s, e = claim_stages.locate(c, it.answer, within=seg)
-                    rows.append((f"{i}:{k}", k, c, None, s, e))
-                self.store.save_claims(i, rows)
-                bar.update(1)
-            calls = sum(o.calls for o in filtered + extracted)
-            self.store.add_stage_stats("claims", calls, sum(o.prompt_tokens for o in filtered + extracted),
-                                       sum(o.completion_tokens for o in filtered + extracted), 0,
-                                       time.perf_counter() - t0)
+                saved[i] = [(f"{i}:{k}", k, c, None, *claim_stages.locate(c, it.answer, within=seg))
+                            for k, (c, seg) in enumerate(found)]
+            outs = filtered + extracted
+            self.store.save_claims_batch(
+                saved, errors, [i for i, _ in chunk if i in had_errors],
+                ("claims", sum(o.calls for o in outs), sum(o.prompt_tokens for o in outs),
+                 sum(o.completion_tokens for o in outs), 0, time.perf_counter() - t0, sum(bool(o.error) for o in outs)))
+            bar.update(len(chunk))
         bar.close()
 
     # -- stage 2: queries and evidence ------------------------------------------------------------
@@ -206,6 +265,7 @@ class Pipeline:
         if corpus is None and not any(by_idx[r[1]].context for r in rows if r[1] in by_idx):
             self.log("note: no --corpus and no context in the input: claims are judged without evidence")
         engine_q = self.settings.engine_for("query")
+        had_errors = {r[0] for r in self.store.query("SELECT DISTINCT claim_id FROM errors WHERE claim_id IS NOT NULL")}
         bar = self.progress(total=len(rows), desc="evidence ", unit="claim")
         for start in range(0, len(rows), self.opts.batch_items * 4):
             chunk = rows[start:start + self.opts.batch_items * 4]
@@ -213,26 +273,34 @@ class Pipeline:
             statements = [f"{q} {t}" if q else t for _, _, t, q in chunk]
             outs = claim_stages.make_queries(engine_q, statements,
                                              self.settings.sampling("query", claim_stages.QUERY_SAMPLING))
-            queries = [o.value for o in outs]
-            found = [[] for _ in chunk]
-            if corpus is not None:
-                flat = [q for qs in queries for q in qs]
+            # a claim whose queries failed is not searched with a fallback: it stays without evidence and
+            # is tried again, so a rerun gives the same evidence a clean run would have
+            ok = [j for j, o in enumerate(outs) if not o.error]
+            queries = {j: outs[j].value for j in ok}
+            found: dict[int, list] = {j: [] for j in ok}
+            if corpus is not None and ok:
+                flat = [q for j in ok for q in queries[j]]
                 hits = corpus.search_many(flat, k=self.opts.top_k)
                 pos = 0
-                for j, qs in enumerate(queries):
-                    found[j].append(hits[pos:pos + len(qs)])
-                    pos += len(qs)
+                for j in ok:
+                    found[j].append(hits[pos:pos + len(queries[j])])
+                    pos += len(queries[j])
             if self.opts.use_context:
-                for j, (cid, idx, _, _) in enumerate(chunk):
+                for j in ok:
+                    idx = chunk[j][1]
                     ctx = by_idx[idx].context if idx in by_idx else None
                     if ctx:
                         found[j].append(self.context_index(idx, ctx).search_many(queries[j], k=self.opts.top_k))
-            for j, (cid, idx, _, _) in enumerate(chunk):
-                ev = fuse([ranked for group in found[j] for ranked in group], self.opts.top_k)
-                self.store.save_evidence(cid, queries[j], ev)
-                bar.update(1)
-            self.store.add_stage_stats("queries", sum(o.calls for o in outs), sum(o.prompt_tokens for o in outs),
-                                       sum(o.completion_tokens for o in outs), 0, time.perf_counter() - t0)
+            done = [(chunk[j][0], queries[j], fuse([ranked for group in found[j] for ranked in group], self.opts.top_k))
+                    for j in ok]
+            errors = [(idx, by_idx[idx].line if idx in by_idx else None, cid,
+                       f"query generation failed: {o.error}")
+                      for (cid, idx, _, _), o in zip(chunk, outs) if o.error]
+            self.store.save_evidence_batch(
+                done, errors, [r[0] for r in chunk if r[0] in had_errors],
+                ("queries", sum(o.calls for o in outs), sum(o.prompt_tokens for o in outs),
+                 sum(o.completion_tokens for o in outs), 0, time.perf_counter() - t0, len(errors)))
+            bar.update(len(chunk))
         bar.close()
 
     def corpus(self):
@@ -243,7 +311,10 @@ class Pipeline:
             from halucheck import retrieval
 
             db = self.opts.index or default_index_path(self.opts.corpus)
-            retrieval.build_index(self.opts.corpus, db, warn=self.log)
+            report = retrieval.build_index(self.opts.corpus, db, warn=lambda m: self.log(f"warning: {m}"))
+            if not report.chunks:
+                self.log(f"note: the corpus {self.opts.corpus} has no indexable text ({len(report.skipped)} file(s) "
+                         "skipped): claims get evidence only from the items' context, if any")
             self._corpus = retrieval.Index.open(db)
         return self._corpus
 
@@ -255,25 +326,58 @@ class Pipeline:
         return self._ctx[1]
 
     # -- stage 3: debate ---------------------------------------------------------------------------
+    def _debate_todo(self) -> list[tuple]:
+        """Claims with evidence and no clean verdict: never debated, no valid verdict, or a failed turn
+        (the valid turns of a failed debate come back from the reply cache; only failed calls are asked)."""
+        return self.store.query(
+            "SELECT c.claim_id, c.text, c.question, v.claim_id IS NOT NULL FROM claims c LEFT JOIN verdicts v "
+            "USING (claim_id) WHERE c.evidence_done AND (v.claim_id IS NULL OR v.factuality IS NULL OR c.claim_id IN "
+            "(SELECT claim_id FROM turns WHERE error IS NOT NULL)) ORDER BY c.item_idx, c.ordinal")
+
     def debate(self) -> None:
-        rows = self.store.query(
-            "SELECT c.claim_id, c.text, c.question FROM claims c LEFT JOIN verdicts v USING (claim_id) "
-            "WHERE v.claim_id IS NULL AND c.evidence_done ORDER BY c.item_idx, c.ordinal")
+        rows = self._debate_todo()
         if not rows:
             return
-        jobs = [DebateJob(Claim(text, question), tuple(self.store.evidence_for(cid))) for cid, text, question in rows]
-        bar = self.progress(total=len(jobs), desc="debate   ", unit="claim")
+        evidence = self.store.evidence_for_many([r[0] for r in rows])
+        # identical claims (same statement and evidence) are debated once; every claim id gets the verdict
+        jobs: list[DebateJob] = []
+        claim_ids: list[list[str]] = []
+        first: dict[str, int] = {}
+        debated_before = {r[0] for r in rows if r[3]}
+        for cid, text, question, _ in rows:
+            job = DebateJob(Claim(text, question), tuple(evidence.get(cid, ())))
+            k = job.key()
+            if k in first:
+                claim_ids[first[k]].append(cid)
+            else:
+                first[k] = len(jobs)
+                jobs.append(job)
+                claim_ids.append([cid])
+        bar = self.progress(total=len(rows), desc="debate   ", unit="claim")
+        buffer: list[tuple] = []
+        last = [time.perf_counter()]
+        failed_turns = [0]
+
+        def flush(stats: tuple | None = None) -> None:
+            if buffer or stats:
+                self.store.save_verdicts(buffer, stats, replace=debated_before)
+            bar.update(len(buffer))
+            buffer.clear()
+            last[0] = time.perf_counter()
 
         def on_verdict(i, verdict):
-            self.store.save_verdict(rows[i][0], verdict)
-            bar.update(1)
+            # the verdict is only read from here on, so its twins share it rather than copy it
+            buffer.extend((cid, verdict) for cid in claim_ids[i])
+            failed_turns[0] += sum(t.error is not None for t in verdict.chain)
+            if len(buffer) >= VERDICT_BATCH or time.perf_counter() - last[0] > VERDICT_FLUSH_S:
+                flush()
 
         sched = Scheduler(self.agents, self.opts.debate, on_verdict=on_verdict)
         sched.run(jobs)
-        bar.close()
         s = sched.stats
-        self.store.add_stage_stats("debate", s.llm_calls, s.prompt_tokens, s.completion_tokens, s.cached_tokens,
-                                   s.wall_s)
+        flush(("debate", s.llm_calls, s.prompt_tokens, s.completion_tokens, s.cached_tokens, s.wall_s,
+               failed_turns[0]))
+        bar.close()
 
 
 def fuse(ranked_lists: list[list[Evidence]], k: int) -> list[Evidence]:

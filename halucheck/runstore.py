@@ -1,6 +1,12 @@
 """The run database: one DuckDB file per run directory holding every item, claim, query, evidence
 passage, agent turn, verdict, error, timing and LLM reply. It is what makes a run resumable: finished
-work is read back, not recomputed, and each write is one transaction (a kill never leaves half a claim).
+work is read back, not recomputed, and each batch of results is written in one transaction (a kill never
+leaves half a claim; it loses at most the batch in flight, whose LLM replies are already cached).
+
+Failed work is stored as failed, never as done: an item whose claim extraction failed keeps
+``claims_done`` false, a claim whose queries failed keeps ``evidence_done`` false, a debate without a
+valid verdict (or with a failed turn) is debated again. Errors are replaced when the work is retried, so
+the reports show only the failures that still stand.
 
 Schema changes are named, ordered migrations recorded in the ``migrations`` table.
 """
@@ -8,7 +14,9 @@ Schema changes are named, ordered migrations recorded in the ``migrations`` tabl
 from __future__ import annotations
 
 import json
+import re
 import threading
+import time
 from pathlib import Path
 from typing import Iterable
 
@@ -55,26 +63,101 @@ MIGRATIONS: list[tuple[str, str]] = [
         ALTER TABLE verdicts ADD COLUMN p_hallucinated DOUBLE;
         """,
     ),
+    (
+        # errors of one claim (failed queries), the own id of an unusable input line, failed LLM calls
+        "003_failures",
+        """
+        ALTER TABLE errors ADD COLUMN claim_id VARCHAR;
+        ALTER TABLE errors ADD COLUMN item_id VARCHAR;
+        ALTER TABLE stage_stats ADD COLUMN failed_calls INTEGER DEFAULT 0;
+        """,
+    ),
 ]
+
+MAX_DEFER_S = 1.0  # the longest a deferred LLM reply waits for a transaction to be written in
+
+ONCE = "once"  # marks a _tx statement executed once with list parameters (not executemany)
+
+# errors written by the claims stage for an item; replaced when the item is tried again
+ITEM_STAGES = ("filter", "extract", "claims-warning")
+
+
+class RunStoreError(HalucheckError):
+    """The run database cannot be used: in use by another process, or damaged."""
+
+
+def _first_line(exc: BaseException) -> str:
+    return (str(exc).splitlines() or [type(exc).__name__])[0]
+
+
+def _is_damage(exc: BaseException) -> bool:
+    """DuckDB's signs of a truncated or overwritten file (as opposed to a mistake in our own SQL)."""
+    import duckdb
+
+    text = str(exc)
+    return isinstance(exc, duckdb.IOException) or any(
+        s in text for s in ("Corrupt database", "checksum", "not a valid DuckDB", "Could not read enough bytes"))
 
 
 class RunStore:
-    """Typed access to a run's DuckDB file. Thread-safe: one lock around the connection."""
+    """Typed access to a run's DuckDB file. Thread-safe: one lock around the connection.
 
-    def __init__(self, path: str | Path) -> None:
+    Writes come in batches, one transaction each (a transaction costs milliseconds; one per answer made
+    bookkeeping the bulk of a run). ``restart`` empties the database instead of deleting the file, so a
+    run still in progress elsewhere, which holds DuckDB's file lock, is never thrown away.
+    """
+
+    def __init__(self, path: str | Path, restart: bool = False) -> None:
         import duckdb
 
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.lock = threading.RLock()
+        self._pending_cache: dict[str, tuple] = {}  # deferred llm_cache rows, written by the next _tx
+        self._pending_since = 0.0
         try:
             self.con = duckdb.connect(str(self.path))
         except duckdb.Error as exc:
-            raise HalucheckError(
-                f"cannot open run database {self.path}: {str(exc).splitlines()[0]}; "
-                "delete it (the run restarts) or use another --out"
-            ) from None
-        self.lock = threading.RLock()
-        self._migrate()
+            if "lock" in str(exc).lower():
+                pid = re.search(r"PID (\d+)", str(exc))
+                raise RunStoreError(
+                    f"run database {self.path} is in use by another halucheck process"
+                    f"{f' (PID {pid.group(1)})' if pid else ''}; wait for it to finish or stop it, "
+                    "then run again (a run in progress is never discarded, not even by --restart)"
+                ) from None
+            if restart and _is_damage(exc):  # nothing of a damaged file is kept by a restart anyway
+                self._remove_files()
+                self.con = duckdb.connect(str(self.path))
+            else:
+                raise self._damaged(exc) from None
+        try:
+            if restart:
+                self._drop_everything()
+            self._migrate()
+        except duckdb.Error as exc:
+            self.con.close()
+            if restart and _is_damage(exc):
+                self._remove_files()
+                self.con = duckdb.connect(str(self.path))
+                self._migrate()
+            else:
+                raise self._damaged(exc) from None
+
+    def _damaged(self, exc: BaseException) -> RunStoreError:
+        return RunStoreError(
+            f"run database {self.path} is damaged or not a run database ({_first_line(exc)}); "
+            "run again with --restart to start this run over, or use another --out"
+        )
+
+    def _remove_files(self) -> None:
+        for p in (self.path, Path(str(self.path) + ".wal")):
+            p.unlink(missing_ok=True)
+
+    def _drop_everything(self) -> None:
+        with self.lock:
+            for (name,) in self.con.execute(
+                    "SELECT table_name FROM duckdb_tables() WHERE database_name = current_database()").fetchall():
+                self.con.execute(f'DROP TABLE "{name}"')
 
     def _migrate(self) -> None:
         with self.lock:
@@ -93,26 +176,59 @@ class RunStore:
 
     def close(self) -> None:
         with self.lock:
+            if self._pending_cache:
+                self._tx([])
             self.con.close()
 
     # -- helpers ---------------------------------------------------------------------------------
-    def _tx(self, statements: Iterable[tuple[str, list]]) -> None:
+    def _tx(self, statements: Iterable[tuple]) -> None:
+        """Run ``statements`` in one transaction. Each is ``(sql, params)`` (params: one row, a list of
+        rows, or ``[]`` to skip it), ``(sql, params, ONCE)`` (one execution with list parameters; skipped
+        when params is empty) or ``(Rows(...),)`` for a bulk insert."""
+        import duckdb
+
         with self.lock:
-            self.con.execute("BEGIN")
+            pending = self._take_pending_cache()
+            if pending:
+                statements = [(Rows("llm_cache", CACHE_COLUMNS, pending, verb="INSERT OR REPLACE"),), *statements]
             try:
-                for sql, params in statements:
-                    if params and isinstance(params[0], (list, tuple)):
-                        self.con.executemany(sql, params)
-                    elif params != []:
-                        self.con.execute(sql, params)
-                self.con.execute("COMMIT")
-            except BaseException:
-                self.con.execute("ROLLBACK")
+                self.con.execute("BEGIN")
+                try:
+                    for st in statements:
+                        if isinstance(st[0], Rows):
+                            st[0].insert(self.con)
+                            continue
+                        sql, params = st[:2]
+                        if len(st) == 3:  # (sql, params, ONCE): one execution, params may hold lists
+                            if params:
+                                self.con.execute(sql, params)
+                        elif params and isinstance(params[0], (list, tuple)) and Rows.bulk(sql):
+                            Rows.from_sql(sql, params).insert(self.con)  # many rows of an INSERT ... VALUES
+                        elif params and isinstance(params[0], (list, tuple)):
+                            self.con.executemany(sql, params)
+                        elif params != []:
+                            self.con.execute(sql, params)
+                    self.con.execute("COMMIT")
+                except BaseException:
+                    self.con.execute("ROLLBACK")
+                    for r in pending:  # not written: keep them for the next transaction
+                        self._pending_cache.setdefault(r[0], r)
+                    raise
+            except duckdb.Error as exc:
+                if _is_damage(exc):
+                    raise self._damaged(exc) from None
                 raise
 
     def query(self, sql: str, params: list | None = None) -> list[tuple]:
+        import duckdb
+
         with self.lock:
-            return self.con.execute(sql, params or []).fetchall()
+            try:
+                return self.con.execute(sql, params or []).fetchall()
+            except duckdb.Error as exc:
+                if _is_damage(exc):
+                    raise self._damaged(exc) from None
+                raise
 
     # -- meta --------------------------------------------------------------------------------------
     def get_meta(self, key: str) -> str | None:
@@ -127,74 +243,150 @@ class RunStore:
         if not keys:
             return {}
         with self.lock:
-            rows = self.con.execute(
-                "SELECT key, text, parsed, prompt_tokens, completion_tokens, cached_tokens, attempts, latency_s "
-                "FROM llm_cache WHERE key IN (SELECT unnest(?))",
-                [keys],
-            ).fetchall()
-        return {r[0]: r[1:] for r in rows}
+            pending = {k: self._pending_cache[k][2:] for k in keys if k in self._pending_cache}
+        rows = self.query(
+            "SELECT key, text, parsed, prompt_tokens, completion_tokens, cached_tokens, attempts, latency_s "
+            "FROM llm_cache WHERE key IN (SELECT unnest(?))", [[k for k in keys if k not in pending]])
+        return {**{r[0]: r[1:] for r in rows}, **pending}
 
-    def cache_put(self, rows: list[tuple]) -> None:
-        if rows:
-            self._tx([("INSERT OR REPLACE INTO llm_cache VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", rows)])
+    def cache_put(self, rows: list[tuple], defer: bool = False) -> None:
+        """rows: (key, tag, text, parsed, prompt_tokens, completion_tokens, cached_tokens, attempts, latency_s).
+
+        ``defer``: the rows join the next transaction instead of one of their own (a commit costs
+        milliseconds; replies that came back fast are cheaper to ask again after a kill than to commit
+        alone). Deferred rows wait at most ``MAX_DEFER_S``: then they are written anyway."""
+        if not rows:
+            return
+        with self.lock:
+            if not self._pending_cache:
+                self._pending_since = time.monotonic()
+            for r in rows:
+                self._pending_cache[r[0]] = r
+            if not defer or time.monotonic() - self._pending_since > MAX_DEFER_S:
+                self._tx([])
+
+    def _take_pending_cache(self) -> list[tuple]:
+        rows = list(self._pending_cache.values())
+        self._pending_cache.clear()
+        return rows
 
     # -- items and claims ------------------------------------------------------------------------
     def add_items(self, rows: list[tuple]) -> None:
         """rows: (idx, id, line, question, answer, context, truncated_at); existing ones are kept."""
         if rows:
-            self._tx([("INSERT OR IGNORE INTO items (idx, id, line, question, answer, context, truncated_at) "
-                       "VALUES (?, ?, ?, ?, ?, ?, ?)", rows)])
+            self._tx([(Rows("items", ("idx", "id", "line", "question", "answer", "context", "truncated_at"),
+                            rows, verb="INSERT OR IGNORE"),)])
+
+    def set_input_problems(self, rows: list[tuple]) -> None:
+        """rows: (item_idx or None, line, stage, message, item_id) for the input's unusable lines and
+        warnings; they replace the ones stored before (the same input gives the same problems)."""
+        self._tx([
+            ("DELETE FROM errors WHERE stage IN ('input', 'input-warning')", None),
+            (Rows("errors", ("item_idx", "line", "stage", "message", "item_id"), rows),),
+        ])
 
     def add_error(self, item_idx: int | None, line: int | None, stage: str, message: str) -> None:
-        self._tx([("INSERT INTO errors VALUES (?, ?, ?, ?)", [item_idx, line, stage, message])])
+        self._tx([("INSERT INTO errors (item_idx, line, stage, message) VALUES (?, ?, ?, ?)",
+                   [item_idx, line, stage, message])])
 
     def save_claims(self, item_idx: int, claims: list[tuple]) -> None:
-        """claims: (claim_id, ordinal, text, question, span_start, span_end). Marks the item done."""
+        """claims: (claim_id, ordinal, text, question, span_start, span_end), replacing the item's; marks
+        the item done."""
+        self._tx([("DELETE FROM claims WHERE item_idx = ?", [item_idx])])
+        self.save_claims_batch({item_idx: claims}, [], [item_idx])
+
+    def save_claims_batch(self, done: dict[int, list[tuple]], errors: list[tuple], tried: list[int],
+                          stats: tuple | None = None) -> None:
+        """One batch of the claims stage in one transaction. ``done``: item -> its claims (as in
+        :meth:`save_claims`), for items not done yet (which have no claims: claims and the done mark are
+        written together), marked done; ``errors``: (item_idx, line, stage, message) of this attempt;
+        ``tried``: the items attempted that have earlier claims-stage errors, which are dropped."""
+        items = list(done)
+        claim_rows = [(c[0], i, *c[1:]) for i, cs in done.items() for c in cs]
         self._tx([
-            ("DELETE FROM claims WHERE item_idx = ?", [item_idx]),
-            ("INSERT INTO claims (claim_id, item_idx, ordinal, text, question, span_start, span_end) "
-             "VALUES (?, ?, ?, ?, ?, ?, ?)", [(c[0], item_idx, *c[1:]) for c in claims]),
-            ("UPDATE items SET claims_done = TRUE WHERE idx = ?", [item_idx]),
+            ("DELETE FROM errors WHERE item_idx IN (SELECT unnest(?)) AND stage IN (SELECT unnest(?))",
+             [tried, list(ITEM_STAGES)] if tried else [], ONCE),
+            (Rows("claims", ("claim_id", "item_idx", "ordinal", "text", "question", "span_start", "span_end"),
+                  claim_rows),),
+            ("UPDATE items SET claims_done = TRUE WHERE idx IN (SELECT unnest(?))", [items] if items else [], ONCE),
+            (Rows("errors", ("item_idx", "line", "stage", "message"), errors),),
+            *self._stats_statement(stats),
         ])
 
     def save_evidence(self, claim_id: str, queries: list[str], evidence: list[Evidence]) -> None:
+        self.save_evidence_batch([(claim_id, queries, evidence)], [], [claim_id])
+
+    def save_evidence_batch(self, done: list[tuple[str, list[str], list[Evidence]]], errors: list[tuple],
+                            tried: list[str], stats: tuple | None = None) -> None:
+        """One batch of the evidence stage. ``done``: (claim_id, queries, evidence) of claims without
+        evidence yet (so without queries: both are written with the done mark), marked done; ``errors``:
+        (item_idx, line, claim_id, message) of claims whose queries failed (left not done); ``tried``: the
+        claims attempted that have earlier errors, which are dropped."""
+        ids = [d[0] for d in done]
         self._tx([
-            ("DELETE FROM queries WHERE claim_id = ?", [claim_id]),
-            ("DELETE FROM evidence WHERE claim_id = ?", [claim_id]),
-            ("INSERT INTO queries VALUES (?, ?, ?)", [(claim_id, i, q) for i, q in enumerate(queries)]),
-            ("INSERT INTO evidence VALUES (?, ?, ?, ?, ?, ?, ?)",
-             [(claim_id, i, e.source, e.start, e.end, e.score, e.text) for i, e in enumerate(evidence)]),
-            ("UPDATE claims SET evidence_done = TRUE WHERE claim_id = ?", [claim_id]),
+            ("DELETE FROM errors WHERE claim_id IN (SELECT unnest(?))", [tried] if tried else [], ONCE),
+            (Rows("queries", ("claim_id", "ordinal", "query"),
+                  [(cid, i, q) for cid, qs, _ in done for i, q in enumerate(qs)]),),
+            (Rows("evidence", ("claim_id", "rank", "source", "start_char", "end_char", "score", "text"),
+                  [(cid, i, e.source, e.start, e.end, e.score, e.text)
+                   for cid, _, ev in done for i, e in enumerate(ev)]),),
+            ("UPDATE claims SET evidence_done = TRUE WHERE claim_id IN (SELECT unnest(?))", [ids] if ids else [], ONCE),
+            (Rows("errors", ("item_idx", "line", "claim_id", "stage", "message"),
+                  [(i, line, cid, "queries", msg) for i, line, cid, msg in errors]),),
+            *self._stats_statement(stats),
         ])
 
     def save_verdict(self, claim_id: str, v: Verdict) -> None:
+        self.save_verdicts([(claim_id, v)], replace={claim_id})
+
+    def save_verdicts(self, verdicts: list[tuple[str, Verdict]], stats: tuple | None = None,
+                      replace: set[str] | None = None) -> None:
+        """Verdicts with their chains of turns in one transaction; the earlier attempt of a claim in
+        ``replace`` (claims debated before) is deleted first."""
+        ids = [cid for cid, _ in verdicts if cid in (replace or ())]
         self._tx([
-            ("DELETE FROM turns WHERE claim_id = ?", [claim_id]),
-            ("DELETE FROM verdicts WHERE claim_id = ?", [claim_id]),
-            ("INSERT INTO turns (claim_id, ordinal, state, role, opinion, factuality, error_severity, error, "
-             "prompt_tokens, completion_tokens, cached_tokens, latency_s, p_factual, capped, repaired) "
-             "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-             [(claim_id, i, t.state, t.role, t.opinion, t.factuality, t.error_severity, t.error,
-               t.prompt_tokens, t.completion_tokens, t.cached_tokens, t.latency_s, t.p_factual, t.capped,
-               t.repaired)
-              for i, t in enumerate(v.chain)]),
-            ("INSERT INTO verdicts (claim_id, factuality, error_severity, confidence, rounds, consensus, error, "
-             "p_hallucinated) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-             [claim_id, v.factuality, v.error_severity, v.confidence, v.rounds, v.consensus, v.error,
-              v.p_hallucinated]),
+            ("DELETE FROM turns WHERE claim_id IN (SELECT unnest(?))", [ids] if ids else [], ONCE),
+            ("DELETE FROM verdicts WHERE claim_id IN (SELECT unnest(?))", [ids] if ids else [], ONCE),
+            (Rows("turns", TURN_COLUMNS,
+                  [(cid, i, t.state, t.role, t.opinion, t.factuality, t.error_severity, t.error,
+                    t.prompt_tokens, t.completion_tokens, t.cached_tokens, t.latency_s, t.p_factual, t.capped,
+                    t.repaired)
+                   for cid, v in verdicts for i, t in enumerate(v.chain)]),),
+            (Rows("verdicts", VERDICT_COLUMNS,
+                  [(cid, v.factuality, v.error_severity, v.confidence, v.rounds, v.consensus, v.error,
+                    v.p_hallucinated)
+                   for cid, v in verdicts]),),
+            *self._stats_statement(stats),
         ])
 
     def add_stage_stats(self, stage: str, calls: int, prompt_tokens: int, completion_tokens: int,
-                        cached_tokens: int, wall_s: float) -> None:
-        self._tx([("INSERT INTO stage_stats (stage, calls, prompt_tokens, completion_tokens, cached_tokens, "
-                   "wall_s) VALUES (?, ?, ?, ?, ?, ?)",
-                   [stage, calls, prompt_tokens, completion_tokens, cached_tokens, wall_s])])
+                        cached_tokens: int, wall_s: float, failed_calls: int = 0) -> None:
+        self._tx(self._stats_statement((stage, calls, prompt_tokens, completion_tokens, cached_tokens, wall_s,
+                                        failed_calls)))
+
+    @staticmethod
+    def _stats_statement(stats: tuple | None) -> list[tuple]:
+        """(stage, calls, prompt_tokens, completion_tokens, cached_tokens, wall_s[, failed_calls])."""
+        if stats is None:
+            return []
+        stats = tuple(stats) + (0,) * (7 - len(stats))
+        return [("INSERT INTO stage_stats (stage, calls, prompt_tokens, completion_tokens, cached_tokens, "
+                 "wall_s, failed_calls) VALUES (?, ?, ?, ?, ?, ?, ?)", list(stats))]
 
     # -- reading back ----------------------------------------------------------------------------
     def evidence_for(self, claim_id: str) -> list[Evidence]:
-        return [Evidence(text=r[4], source=r[0], start=r[1], end=r[2], score=r[3]) for r in self.query(
-            "SELECT source, start_char, end_char, score, text FROM evidence WHERE claim_id = ? ORDER BY rank",
-            [claim_id])]
+        return self.evidence_for_many([claim_id]).get(claim_id, [])
+
+    def evidence_for_many(self, claim_ids: list[str]) -> dict[str, list[Evidence]]:
+        """Evidence of several claims in rank order, in one query."""
+        out: dict[str, list[Evidence]] = {}
+        if not claim_ids:
+            return out
+        for cid, source, s, e, score, text in self.query(
+                "SELECT claim_id, source, start_char, end_char, score, text FROM evidence "
+                "WHERE claim_id IN (SELECT unnest(?)) ORDER BY claim_id, rank", [claim_ids]):
+            out.setdefault(cid, []).append(Evidence(text=text, source=source, start=s, end=e, score=score))
+        return out
 
     def all_evidence(self) -> dict[str, list[Evidence]]:
         """Every claim's evidence in rank order, in one query (for reports over many claims)."""
@@ -222,6 +414,53 @@ class RunStore:
                 for cid, f, sev, conf, rounds, consensus, err, p_h in self.query(
                     "SELECT claim_id, factuality, error_severity, confidence, rounds, consensus, error, "
                     "p_hallucinated FROM verdicts")}
+
+
+CACHE_COLUMNS = ("key", "tag", "text", "parsed", "prompt_tokens", "completion_tokens", "cached_tokens", "attempts",
+                 "latency_s")
+TURN_COLUMNS = ("claim_id", "ordinal", "state", "role", "opinion", "factuality", "error_severity", "error",
+                "prompt_tokens", "completion_tokens", "cached_tokens", "latency_s", "p_factual", "capped", "repaired")
+VERDICT_COLUMNS = ("claim_id", "factuality", "error_severity", "confidence", "rounds", "consensus", "error",
+                   "p_hallucinated")
+
+
+class Rows:
+    """Rows for one table, inserted column-wise: DuckDB scans a dict of numpy arrays in one statement,
+    ~1000x faster than ``executemany`` (about 1 ms per row)."""
+
+    def __init__(self, table: str, columns: tuple[str, ...], rows: list[tuple], verb: str = "INSERT") -> None:
+        self.table, self.columns, self.rows, self.verb = table, columns, rows, verb
+
+    _VALUES = re.compile(r"^\s*(INSERT(?: OR (?:REPLACE|IGNORE))?) INTO (\w+)\s*(?:\(([^)]*)\))?\s*VALUES",
+                         re.IGNORECASE)
+
+    @classmethod
+    def bulk(cls, sql: str) -> bool:
+        return bool(cls._VALUES.match(sql))
+
+    @classmethod
+    def from_sql(cls, sql: str, rows: list) -> "Rows":
+        """The same insert as ``executemany(sql, rows)`` for ``INSERT INTO t [(cols)] VALUES (?, ...)``
+        (a statement without a column list fills the table's columns in order)."""
+        verb, table, cols = cls._VALUES.match(sql).groups()
+        return cls(table, tuple(c.strip() for c in cols.split(",")) if cols else (), rows, verb.upper())
+
+    def insert(self, con) -> None:
+        if not self.rows:
+            return
+        import numpy as np
+
+        columns = self.columns or tuple(
+            r[0] for r in con.execute(
+                "SELECT column_name FROM duckdb_columns() WHERE table_name = ? ORDER BY column_index",
+                [self.table]).fetchall())[:len(self.rows[0])]
+        batch = {}
+        for name, values in zip(columns, zip(*self.rows)):
+            arr = np.empty(len(values), dtype=object)
+            arr[:] = values
+            batch[name] = arr
+        cols = ", ".join(columns)
+        con.execute(f"{self.verb} INTO {self.table} ({cols}) SELECT {cols} FROM batch")
 
 
 def dumps(obj) -> str:

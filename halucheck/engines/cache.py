@@ -2,6 +2,10 @@
 
 This is what makes a killed run cheap to resume: every reply that came back before the kill is read
 from the cache, not asked again. Only valid replies are cached (a failure is retried on resume).
+A server engine's replies are cached one by one as they return, and a batch engine's batch is sent in
+chunks of its own batch size, each cached when it returns: a kill asks again at most the replies in
+flight, never a whole stage batch. Replies that came back within ``DEFER_S`` are written with the run's
+next transaction instead of a commit of their own (a commit costs more than asking them again).
 """
 
 from __future__ import annotations
@@ -9,10 +13,15 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Sequence
 
+import time
+
 from halucheck.engines.base import Engine, Request, Result, WrappedEngine
 
 if TYPE_CHECKING:
     from halucheck.runstore import RunStore
+
+
+DEFER_S = 0.5
 
 
 class CachingEngine(WrappedEngine):
@@ -40,15 +49,51 @@ class CachingEngine(WrappedEngine):
                 self.hits += 1
             else:
                 todo.append(i)
-        if todo:
-            self.misses += len(todo)
-            fresh = self.inner.generate([requests[i] for i in todo])
-            rows = []
-            for i, res in zip(todo, fresh):
+        if not todo:
+            return results  # type: ignore[return-value]
+        self.misses += len(todo)
+        if self.streaming and len(todo) > 1:
+            self._generate_each(requests, keys, todo, results)
+            return results  # type: ignore[return-value]
+        if len(todo) > self.max_batch:  # longest prompts first, as batch engines group them themselves
+            todo.sort(key=lambda i: -sum(len(m["content"]) for m in requests[i].messages))
+        for start in range(0, len(todo), self.max_batch):
+            chunk = todo[start:start + self.max_batch]
+            t0 = time.perf_counter()
+            for i, res in zip(chunk, self.inner.generate([requests[i] for i in chunk])):
                 results[i] = res
-                if res.ok:
-                    rows.append((keys[i], requests[i].tag, res.text, json.dumps(res.parsed, ensure_ascii=False),
-                                 res.prompt_tokens, res.completion_tokens, res.cached_tokens, res.attempts,
-                                 res.latency_s))
-            self.store.cache_put(rows)
+            self._put(requests, keys, chunk, results, defer=time.perf_counter() - t0 < DEFER_S)
         return results  # type: ignore[return-value]
+
+    def _generate_each(self, requests, keys, todo, results) -> None:
+        """One request per inner call, up to the engine's concurrency at once; each reply is cached the
+        moment it returns."""
+        from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
+
+        with ThreadPoolExecutor(max_workers=max(1, min(self.max_batch, len(todo)))) as pool:
+            running = {pool.submit(self.inner.generate, [requests[i]]): i for i in todo}
+            try:
+                while running:
+                    done, _ = wait(list(running), return_when=FIRST_COMPLETED)
+                    finished, failure = [], None
+                    for fut in done:
+                        i = running.pop(fut)
+                        try:
+                            results[i] = fut.result()[0]
+                            finished.append(i)
+                        except BaseException as exc:  # keep the replies that did come back first
+                            failure = failure or exc
+                    self._put(requests, keys, finished, results)
+                    if failure is not None:
+                        raise failure
+            except BaseException:
+                for fut in running:
+                    fut.cancel()
+                raise
+
+    def _put(self, requests, keys, indexes, results, defer: bool = False) -> None:
+        self.store.cache_put([
+            (keys[i], requests[i].tag, results[i].text, json.dumps(results[i].parsed, ensure_ascii=False),
+             results[i].prompt_tokens, results[i].completion_tokens, results[i].cached_tokens, results[i].attempts,
+             results[i].latency_s)
+            for i in indexes if results[i].ok], defer=defer)

@@ -11,6 +11,49 @@ import yaml
 _ENV = jinja2.Environment(undefined=jinja2.StrictUndefined, keep_trailing_newline=False)
 
 
+class _Template:
+    """A compiled template whose renders are remembered: a debate renders the same system text, role
+    text and claim-plus-evidence block for every turn of a claim (thousands of renders of the same
+    strings in a bulk run). Rendering is a pure function of the arguments, so a repeat is a dict lookup."""
+
+    MAX_REMEMBERED = 4096
+
+    def __init__(self, template: jinja2.Template) -> None:
+        self.template = template
+        self._seen: dict = {}
+
+    def render(self, **kwargs) -> str:
+        try:
+            key = tuple(sorted((k, _frozen(v)) for k, v in kwargs.items()))
+            hash(key)
+        except TypeError:  # an argument that cannot be a key: just render
+            return self.template.render(**kwargs)
+        text = self._seen.get(key)
+        if text is None:
+            if len(self._seen) >= self.MAX_REMEMBERED:
+                self._seen.clear()
+            text = self._seen[key] = self.template.render(**kwargs)
+        return text
+
+    def __getattr__(self, name):
+        return getattr(self.template, name)
+
+
+def _frozen(value):
+    """A hashable stand-in equal for equal values; TypeError for anything that could change in place
+    (an object hashed by identity would make a remembered render stale)."""
+    if value is None or isinstance(value, (str, int, float, bool)):
+        return value
+    if isinstance(value, (list, tuple)):
+        return tuple(_frozen(v) for v in value)
+    if isinstance(value, dict):
+        return tuple(sorted((k, _frozen(v)) for k, v in value.items()))
+    params = getattr(value, "__dataclass_params__", None)
+    if params is not None and params.frozen:
+        return value
+    raise TypeError(f"not a value: {type(value).__name__}")
+
+
 @lru_cache(maxsize=None)
 def load(name: str) -> dict:
     """Load ``halucheck/prompts/<name>.yaml`` with every string compiled as a template."""
@@ -19,6 +62,6 @@ def load(name: str) -> dict:
     def compile_(v):
         if isinstance(v, dict):
             return {k: compile_(x) for k, x in v.items()}
-        return _ENV.from_string(v) if isinstance(v, str) else v
+        return _Template(_ENV.from_string(v)) if isinstance(v, str) else v
 
     return compile_(yaml.safe_load(text))

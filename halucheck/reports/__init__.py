@@ -39,7 +39,8 @@ class ResultJSON(TypedDict, total=False):
     line: int
     question: str | None
     answer: str
-    hallucinated: bool | None
+    hallucinated: bool | None  # None: undecided (``undecided_reason`` says why) or an unusable line
+    undecided_reason: str
     max_severity: int
     score: float  # probability that the answer holds a hallucination, from the claims' P(hallucinated)
     counts: dict
@@ -54,7 +55,8 @@ def claim_false_probability(factuality: bool | None, confidence: float) -> float
 
 
 def aggregate(claims: list[ClaimJSON]) -> dict:
-    """Response-level verdict: hallucinated if any claim is non-factual (FacTool/MCMAD rule)."""
+    """Response-level verdict: hallucinated if any claim is non-factual (FacTool/MCMAD rule); None
+    (undecided) if no claim is false but one has no valid verdict: an unchecked claim is never clean."""
     false = [c for c in claims if c.get("factuality") is False]
     undecided = [c for c in claims if c.get("factuality") is None]
     p_clean = 1.0
@@ -65,7 +67,7 @@ def aggregate(claims: list[ClaimJSON]) -> dict:
         if p is not None and c.get("factuality") is not None:
             p_clean *= 1.0 - p
     return {
-        "hallucinated": bool(false),
+        "hallucinated": True if false else None if undecided else False,
         "max_severity": max((c.get("error_severity") or 0 for c in false), default=0),
         "score": round(1.0 - p_clean, 4),
         "counts": {"claims": len(claims), "false": len(false), "true": len(claims) - len(false) - len(undecided),
@@ -78,8 +80,13 @@ def build_results(store: "RunStore") -> list[ResultJSON]:
     from halucheck.records import Verdict
 
     errors_by_item: dict[int, list[str]] = {}
-    for idx, stage, msg in store.query("SELECT item_idx, stage, message FROM errors WHERE item_idx IS NOT NULL"):
+    errors_by_claim: dict[str, str] = {}
+    for idx, cid, stage, msg in store.query(
+            "SELECT item_idx, claim_id, stage, message FROM errors WHERE item_idx IS NOT NULL "
+            "ORDER BY item_idx, line, stage"):
         errors_by_item.setdefault(idx, []).append(f"{stage}: {msg}")
+        if cid is not None:
+            errors_by_claim[cid] = f"{stage}: {msg}"
     # a few whole-table reads, not queries per claim: a report of 100k claims stays seconds
     verdicts, evidence, queries = store.all_verdicts(), store.all_evidence(), store.all_queries()
     claims_by_item: dict[int, list[tuple]] = {}
@@ -104,7 +111,7 @@ def build_results(store: "RunStore") -> list[ResultJSON]:
                 "queries": queries.get(cid, []),
             }
             if v is None:
-                c["error"] = "not checked yet (resume the run)"
+                c["error"] = errors_by_claim.get(cid, "not checked yet (run the same command again)")
             elif v.error:
                 c["error"] = v.error
             claims.append(c)
@@ -112,16 +119,36 @@ def build_results(store: "RunStore") -> list[ResultJSON]:
                          **aggregate(claims), "claims": claims}
         errs = errors_by_item.get(idx, [])
         if not claims_done:
-            errs = errs + ["claims: not extracted yet (resume the run)"]
+            r["hallucinated"] = None  # claims not extracted: zero claims here means nothing was checked
+            if not any(e.startswith(("filter:", "extract:")) for e in errs):
+                errs = errs + ["claims: not extracted yet (run the same command again)"]
+        if r["hallucinated"] is None:
+            r["undecided_reason"] = _undecided_reason(claims_done, claims, errs)
         if errs:
             r["errors"] = errs
         out.append((line, r))
-    for line, stage, msg in store.query("SELECT line, stage, message FROM errors WHERE item_idx IS NULL "
-                                        "AND stage = 'input'"):
-        out.append((line, {"id": f"line-{line}", "line": line, "hallucinated": None, "max_severity": 0,
+    for line, stage, msg, item_id in store.query("SELECT line, stage, message, item_id FROM errors "
+                                                 "WHERE item_idx IS NULL AND stage = 'input'"):
+        out.append((line, {"id": item_id or f"line-{line}", "line": line, "hallucinated": None, "max_severity": 0,
                            "score": 0.0, "counts": {}, "claims": [], "errors": [f"input: {msg}"]}))
     out.sort(key=lambda x: x[0])
     return [r for _, r in out]
+
+
+def _undecided_reason(claims_done: bool, claims: list[ClaimJSON], errors: list[str]) -> str:
+    """One line on why an answer has no verdict, with the first failure behind it."""
+    if not claims_done:
+        why = next((e for e in errors if e.startswith(("filter:", "extract:"))), "not extracted yet")
+        return f"its claims could not be extracted ({why})"
+    open_ = [c for c in claims if c.get("factuality") is None]
+    first = next((c["error"] for c in open_ if c.get("error")), "no valid verdict")
+    return f"{len(open_)} of {len(claims)} claim(s) have no valid verdict ({first})"
+
+
+def _first_failure(r: ResultJSON) -> str:
+    """The failure behind an undecided answer: its first unchecked claim's error, else its first error."""
+    return next((c["error"] for c in r["claims"] if c.get("factuality") is None and c.get("error")),
+                next(iter(r.get("errors", [])), "no valid verdict"))
 
 
 def write_results(out_dir: Path, results: list[ResultJSON]) -> Path:
@@ -136,20 +163,29 @@ def write_results(out_dir: Path, results: list[ResultJSON]) -> Path:
 
 
 def summarize(results: list[ResultJSON], store: "RunStore") -> dict:
-    checked = [r for r in results if r.get("hallucinated") is not None]
+    """Counts for the terminal and the report. ``checked`` answers have a verdict; ``undecided`` ones have
+    an unchecked claim (a failed LLM call: running the same command again retries it); ``unreadable`` are
+    input lines that could not be used. ``failed_calls`` counts every LLM call that failed, retried or not."""
+    readable = [r for r in results if "answer" in r]
+    checked = [r for r in readable if r.get("hallucinated") is not None]
+    undecided = [r for r in readable if r.get("hallucinated") is None]
     halluc = [r for r in checked if r["hallucinated"]]
-    claims = [c for r in checked for c in r["claims"]]
+    claims = [c for r in readable for c in r["claims"]]
     stages = {}
-    for stage, calls, pt, ct, cached, wall in store.query(
-            "SELECT stage, sum(calls), sum(prompt_tokens), sum(completion_tokens), sum(cached_tokens), sum(wall_s) "
-            "FROM stage_stats GROUP BY stage ORDER BY min(recorded_at)"):
+    for stage, calls, pt, ct, cached, wall, failed in store.query(
+            "SELECT stage, sum(calls), sum(prompt_tokens), sum(completion_tokens), sum(cached_tokens), sum(wall_s), "
+            "sum(failed_calls) FROM stage_stats GROUP BY stage ORDER BY min(recorded_at)"):
         stages[stage] = {"llm_calls": int(calls or 0), "prompt_tokens": int(pt or 0),
                          "completion_tokens": int(ct or 0), "cached_tokens": int(cached or 0),
-                         "wall_s": round(wall or 0.0, 1)}
+                         "wall_s": round(wall or 0.0, 1), "failed_calls": int(failed or 0)}
+    reasons = Counter(_first_failure(r) for r in undecided)
     return {
         "items": len(results),
         "checked": len(checked),
-        "unreadable": len(results) - len(checked),
+        "undecided": len(undecided),
+        "undecided_reason": reasons.most_common(1)[0][0] if reasons else "",
+        "failed_calls": sum(s["failed_calls"] for s in stages.values()),
+        "unreadable": len(results) - len(readable),
         "hallucinated": len(halluc),
         "hallucination_rate": round(len(halluc) / len(checked), 4) if checked else 0.0,
         "severity_histogram": {str(k): v for k, v in sorted(Counter(r["max_severity"] for r in halluc).items())},

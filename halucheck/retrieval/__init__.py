@@ -197,7 +197,7 @@ def build_index(
         exclude = (db, Path(str(db) + ".wal"))
         todo: list[tuple[Path, os.stat_result, str | None]] = []
         seen: set[str] = set()
-        for path in ingest.iter_files(root, exclude=exclude):
+        for path in ingest.iter_files(root, exclude=exclude, warn=warn):
             p = str(path)
             seen.add(p)
             try:

@@ -45,8 +45,12 @@ class BM25:
         import bm25s
 
         retriever = bm25s.BM25(k1=k1, b=b, method=method)
-        if texts:
-            retriever.index([tokenize(t) for t in texts], show_progress=False)
+        tokens = [tokenize(t) for t in texts]
+        if not any(tokens):
+            # no indexable word at all ("N/A", "...", stopwords only): bm25s cannot index an empty
+            # vocabulary (max() of an empty sequence), and nothing could match anyway
+            return cls(retriever, 0)
+        retriever.index(tokens, show_progress=False)
         return cls(retriever, len(texts))
 
     def save(self, folder: str | Path, extra: dict | None = None) -> None:

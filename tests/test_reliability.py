@@ -1,0 +1,594 @@
+"""Failure cases of `halucheck run`: failed LLM calls, reruns that heal, hostile or odd input, damaged
+run databases, kills at any point. docs/reliability.md lists each case with its test here."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from faults import FaultServer, echo
+from halucheck import engines
+from halucheck.cli import EXIT_UNDECIDED, app
+from halucheck.config import Settings
+from halucheck.debate import DebateConfig
+from halucheck.engines.base import Request
+from halucheck.engines.cache import CachingEngine
+from halucheck.engines.fake import FakeEngine
+from halucheck.errors import ConfigError, InputError
+from halucheck.pipeline import Pipeline, RunOptions
+from halucheck.runstore import RunStore
+
+TESTS = Path(__file__).resolve().parent
+runner = CliRunner()
+
+ANSWERS = [
+    {"id": "a1", "answer": "The Eiffel Tower is in Berlin. It opened in 1889."},
+    {"id": "a2", "answer": "The Louvre is in Paris."},
+    {"id": "a3", "answer": "The Seine flows through Paris. It is long."},
+]
+
+
+def write_jsonl(path, rows):
+    path.write_text("".join((r if isinstance(r, str) else json.dumps(r)) + "\n" for r in rows))
+    return path
+
+
+def results_of(out):
+    return [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
+
+
+@pytest.fixture
+def scripted():
+    """Engine `scripted`: a FakeEngine echoing claims; swap ``holder["engine"]`` to change behaviour."""
+    holder = {"engine": FakeEngine(responder=echo, max_batch=8)}
+    engines.register("scripted", lambda model="", **kw: holder["engine"])
+    yield holder
+    engines._REGISTRY.pop("scripted", None)
+
+
+@pytest.fixture
+def fake_embeddings(monkeypatch):
+    """Hash embeddings instead of the embedding model; the process-wide embedder cache is cleared around
+    the test, so no other test gets the fake one."""
+    from halucheck.retrieval import get_embedder
+
+    monkeypatch.setenv("HALUCHECK_EMBED_MODEL", "fake")
+    get_embedder.cache_clear()
+    yield
+    get_embedder.cache_clear()
+
+
+def pipeline_run(src, out, settings=None, **kw):
+    kw.setdefault("retry_backoff_s", 0.0)
+    opts = RunOptions(input=src, out=out, debate=DebateConfig(min_rounds=1, max_rounds=1), **kw)
+    pipe = Pipeline(opts, settings or Settings.from_dict({"profiles": {"s": {"engine": "scripted"}}}),
+                    log=lambda m: None)
+    try:
+        return pipe.run()
+    finally:
+        pipe.close()
+
+
+def server_config(tmp_path, url, **options):
+    opts = {"base_url": url, "max_attempts": 1, "backoff_s": 0.01, "timeout_s": 5, **options}
+    lines = "".join(f"    {k}: {json.dumps(v)}\n" for k, v in opts.items())
+    p = tmp_path / "models.yaml"
+    p.write_text(f"default_profile: srv\nprofiles:\n  srv:\n    engine: vllm\n    model: m\n{lines}")
+    return p
+
+
+# -- 1. every call fails: undecided, never clean; exit code 3 -------------------------------------------
+
+
+def test_every_call_failing_is_undecided_with_exit_code_and_resume_hint(tmp_path):
+    src = write_jsonl(tmp_path / "answers.jsonl", ANSWERS)
+    with FaultServer(lambda body: "503") as srv:
+        r = runner.invoke(app, ["run", "-i", str(src), "-o", str(tmp_path / "out"), "--quiet",
+                                "--config", str(server_config(tmp_path, srv.url)), "--max-rounds", "1",
+                                "--min-rounds", "1"])
+    assert r.exit_code == EXIT_UNDECIDED == 3, r.output
+    assert "3 of 3 answers are undecided" in r.stderr and "run the same command again" in r.stderr
+    assert "HTTP 503" in r.stderr and "UNDECIDED" in r.stdout
+    results = results_of(tmp_path / "out")
+    assert [x["hallucinated"] for x in results] == [None, None, None]
+    assert all("could not be extracted" in x["undecided_reason"] for x in results)
+    html = (tmp_path / "out" / "report.html").read_text()
+    assert "3 of 3 answers are undecided" in html and "no false claim" not in html
+
+
+def test_undecided_claim_makes_the_answer_undecided_not_clean(tmp_path, scripted):
+    def responder(request):
+        if request.tag.startswith("debate") and "Louvre" in request.messages[-1]["content"]:
+            return RuntimeError("server went away")
+        return echo(request)
+
+    scripted["engine"] = FakeEngine(responder=responder)
+    src = write_jsonl(tmp_path / "answers.jsonl", ANSWERS)
+    summary = pipeline_run(src, tmp_path / "out", retries=0)
+    by_id = {x["id"]: x for x in results_of(tmp_path / "out")}
+    assert by_id["a2"]["hallucinated"] is None
+    assert "1 of 1 claim(s) have no valid verdict" in by_id["a2"].get("undecided_reason", "")
+    assert by_id["a1"]["hallucinated"] is True and by_id["a3"]["hallucinated"] is False
+    assert summary["undecided"] == 1 and summary["checked"] == 2 and summary["failed_calls"] >= 2
+
+
+# -- 2. reruns retry exactly the failed work; no stale error ----------------------------------------------
+
+
+def test_rerun_retries_only_failed_work_and_leaves_no_stale_error(tmp_path, scripted):
+    src = write_jsonl(tmp_path / "answers.jsonl", ANSWERS)
+    pipeline_run(src, tmp_path / "reference")
+    reference = results_of(tmp_path / "reference")
+
+    failing = {"extract": "Seine", "queries": "Louvre", "debate:leader": "1889"}
+
+    def flaky(request):  # one answer's extraction, one claim's queries, one claim's leader turn fail
+        word = failing.get(request.tag.split(":", 1)[1] if request.tag.startswith("claims") else request.tag)
+        if word and word in request.messages[-1]["content"]:
+            return RuntimeError("connection reset")
+        return echo(request)
+
+    scripted["engine"] = FakeEngine(responder=flaky)
+    first = pipeline_run(src, tmp_path / "out", retries=0)
+    broken = {x["id"]: x for x in results_of(tmp_path / "out")}
+    assert broken["a2"]["hallucinated"] is None and broken["a3"]["hallucinated"] is None
+    assert broken["a1"]["hallucinated"] is True  # one false claim decides it, whatever the other says
+    assert any(t.get("error") for t in broken["a1"]["claims"][1]["chain"])
+    assert first["undecided"] == 2 and first["failed_calls"] == 3
+    asked_first = {r.key() for r in scripted["engine"].requests}
+
+    scripted["engine"] = FakeEngine(responder=echo)
+    second = pipeline_run(src, tmp_path / "out", retries=0)
+    asked_again = [r for r in scripted["engine"].requests]
+    healed = results_of(tmp_path / "out")
+    assert healed == reference and second["undecided"] == 0
+    text = json.dumps(healed)
+    assert '"error":' not in text and '"errors":' not in text  # no stale error left behind
+    # only the failed calls (and what depends on them) were asked again, nothing that had succeeded
+    assert not {r.key() for r in asked_again} & (asked_first - {r.key() for r in asked_again if r.tag})
+    tags = sorted(r.tag for r in asked_again)
+    assert tags.count("claims:extract") == 1 and tags.count("claims:queries") == 3  # a3's two claims + Louvre
+    assert len(asked_again) < len(scripted["engine"].requests) + len(asked_first)
+
+
+def test_failed_turn_is_retried_and_valid_turns_come_from_the_cache(tmp_path, scripted):
+    src = write_jsonl(tmp_path / "answers.jsonl", ANSWERS[1:2])
+    calls, failed = [], []
+
+    def skeptic_fails_once(request):
+        calls.append(request.tag)
+        if request.tag == "debate:skeptic" and not failed:
+            failed.append(request)
+            return RuntimeError("timed out")
+        return echo(request)
+
+    scripted["engine"] = FakeEngine(responder=skeptic_fails_once)
+    pipeline_run(src, tmp_path / "out", retries=0)
+    chain = results_of(tmp_path / "out")[0]["claims"][0]["chain"]
+    assert any(t.get("error") for t in chain)
+    calls.clear()
+    pipeline_run(src, tmp_path / "out", retries=0)
+    chain = results_of(tmp_path / "out")[0]["claims"][0]["chain"]
+    assert not any(t.get("error") for t in chain)
+    assert "debate:initial" not in calls and "debate:skeptic" in calls  # the valid first turn was cached
+
+
+def test_outage_of_a_server_is_retried_within_the_run_with_backoff(tmp_path):
+    src = write_jsonl(tmp_path / "answers.jsonl", ANSWERS)
+    until = time.monotonic() + 1.0  # the server is down for the first second
+    with FaultServer(lambda body: "reset" if time.monotonic() < until else None) as srv:
+        settings = Settings.load(server_config(tmp_path, srv.url))
+        summary = pipeline_run(src, tmp_path / "out", settings, retries=3, retry_backoff_s=0.4)
+    assert all(x["hallucinated"] is not None and "errors" not in x for x in results_of(tmp_path / "out"))
+    assert summary["undecided"] == 0 and summary["failed_calls"] > 0
+
+
+def test_replies_that_never_match_the_schema_get_no_extra_pass(tmp_path):
+    src = write_jsonl(tmp_path / "answers.jsonl", ANSWERS[1:2])
+    with FaultServer(lambda body: "invalid") as srv:
+        settings = Settings.load(server_config(tmp_path, srv.url))
+        pipeline_run(src, tmp_path / "out", settings, retries=2)
+        first_pass = len(srv.requests)
+        assert first_pass == 3  # the extraction, asked three times by the engine itself; no second pass
+        pipeline_run(src, tmp_path / "out", Settings.load(server_config(tmp_path, srv.url)), retries=2)
+        assert len(srv.requests) == 2 * first_pass  # the same command again does ask again
+
+
+@pytest.mark.parametrize("fault", ["garbage", "invalid", "hang"])
+def test_bad_replies_become_undecided_then_heal(tmp_path, fault):
+    src = write_jsonl(tmp_path / "answers.jsonl", ANSWERS[1:2])
+    state = {"fault": fault}
+    with FaultServer(lambda body: state["fault"], hang_s=2.0) as srv:
+        cfg = server_config(tmp_path, srv.url, timeout_s=0.5)
+        settings = Settings.load(cfg)
+        pipeline_run(src, tmp_path / "out", settings, retries=0)
+        assert results_of(tmp_path / "out")[0]["hallucinated"] is None
+        state["fault"] = None
+        summary = pipeline_run(src, tmp_path / "out", Settings.load(cfg), retries=0)
+    assert results_of(tmp_path / "out")[0]["hallucinated"] is False and summary["undecided"] == 0
+
+
+# -- 3. piped input is fingerprinted by its content ------------------------------------------------------------
+
+
+def _pipe_path(content: bytes) -> str:
+    r, w = os.pipe()
+    os.write(w, content)
+    os.close(w)
+    return f"/dev/fd/{r}"
+
+
+def test_piped_input_is_fingerprinted_by_content(tmp_path, scripted):
+    first = _pipe_path(json.dumps(ANSWERS[0]).encode() + b"\n")
+    pipeline_run(Path(first), tmp_path / "out")
+    other = _pipe_path(json.dumps(ANSWERS[1]).encode() + b"\n")
+    with pytest.raises(InputError, match="other inputs or settings"):
+        pipeline_run(Path(other), tmp_path / "out")
+    assert [x["id"] for x in results_of(tmp_path / "out")] == ["a1"]
+
+
+# -- 4. no indexable word in a context or a corpus ------------------------------------------------------------
+
+
+def test_context_without_indexable_words_and_stopword_corpus_do_not_crash(tmp_path, scripted, fake_embeddings):
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    (corpus / "stop.txt").write_text("The and of. It is to be.")
+    src = write_jsonl(tmp_path / "answers.jsonl", [
+        {"id": "na", "answer": "The Louvre is in Paris.", "context": "N/A"},
+        {"id": "dots", "answer": "The Seine is long.", "context": "..."},
+    ])
+    summary = pipeline_run(src, tmp_path / "out", corpus=corpus, index=tmp_path / "index.duckdb")
+    assert summary["checked"] == 2 and summary["undecided"] == 0
+
+
+# -- 5. --restart never discards a run in progress ---------------------------------------------------------------
+
+
+def test_restart_refuses_while_another_process_holds_the_run(tmp_path):
+    out = tmp_path / "out"
+    out.mkdir()
+    RunStore(out / "run.duckdb").set_meta("marker", "kept")
+    holder = subprocess.Popen(
+        [sys.executable, "-c", "import sys, duckdb; c = duckdb.connect(sys.argv[1]); print('locked', flush=True); "
+         "sys.stdin.read()", str(out / "run.duckdb")], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "locked"
+        src = write_jsonl(tmp_path / "answers.jsonl", ANSWERS)
+        cfg = tmp_path / "models.yaml"
+        cfg.write_text("profiles:\n  fake:\n    engine: fake\n")
+        r = runner.invoke(app, ["run", "-i", str(src), "-o", str(out), "--restart", "--quiet", "--config", str(cfg)])
+    finally:
+        holder.communicate("")
+    assert r.exit_code == 1
+    err = r.stderr.strip()
+    assert "in use by another halucheck process" in err and "\n" not in err
+    assert "delete" not in err.lower()
+    assert RunStore(out / "run.duckdb").get_meta("marker") == "kept"
+
+
+def test_restart_discards_a_finished_run(tmp_path, scripted):
+    src = write_jsonl(tmp_path / "answers.jsonl", ANSWERS[:1])
+    pipeline_run(src, tmp_path / "out")
+    other = write_jsonl(tmp_path / "other.jsonl", ANSWERS[1:2])
+    opts = RunOptions(input=other, out=tmp_path / "out", debate=DebateConfig(min_rounds=1, max_rounds=1))
+    pipe = Pipeline(opts, Settings.from_dict({"profiles": {"s": {"engine": "scripted"}}}), log=lambda m: None,
+                    restart=True)
+    pipe.run()
+    pipe.close()
+    assert [x["id"] for x in results_of(tmp_path / "out")] == ["a2"]
+
+
+# -- 6. a symlink out of the corpus is not indexed -------------------------------------------------------------
+
+
+def test_symlink_leaving_the_corpus_is_skipped_with_a_warning(tmp_path):
+    from halucheck.retrieval import Index, build_index
+
+    secret = tmp_path / "secret.txt"
+    secret.write_text("root:x:0:0:secret password line")
+    corpus = tmp_path / "corpus"
+    (corpus / "sub").mkdir(parents=True)
+    (corpus / "doc.txt").write_text("The Eiffel Tower is in Paris.")
+    (corpus / "passwd.txt").symlink_to(secret)
+    (corpus / "inside.txt").symlink_to(corpus / "doc.txt")
+    (corpus / "sub" / "up").symlink_to(tmp_path, target_is_directory=True)
+    warnings = []
+    build_index(corpus, tmp_path / "index.duckdb", embed_model="fake", warn=warnings.append)
+    with Index.open(tmp_path / "index.duckdb", embedder=None) as index:
+        sources = {h.source for h in index.search("secret password", k=10, mode="bm25")}
+        paris = index.search("Eiffel Tower Paris", k=10, mode="bm25")
+    assert not any("secret" in s or "passwd" in s for s in sources)
+    assert any("passwd.txt" in w and "outside the corpus" in w for w in warnings)
+    assert {Path(h.source).name for h in paris} == {"doc.txt", "inside.txt"}
+
+
+# -- 7. engine-only settings never block a resume; result-changing ones do ---------------------------------------
+
+
+def _fingerprint(**profile):
+    settings = Settings.from_dict({"profiles": {"p": {"engine": "vllm", "model": "m", **profile}}})
+    return RunOptions(input=Path("x"), out=Path("y")).fingerprint(settings, b"data")
+
+
+def test_engine_only_settings_do_not_change_the_fingerprint():
+    base = _fingerprint(base_url="http://a:8000/v1", timeout_s=60, max_concurrency=8, max_attempts=2)
+    assert base == _fingerprint(base_url=["http://b:8000/v1", "http://c:8000/v1"], timeout_s=900,
+                                max_concurrency=128, max_attempts=9, backoff_s=2.0, check=False)
+    assert base != _fingerprint(base_url="http://a:8000/v1", timeout_s=60, max_concurrency=8, max_attempts=2,
+                                temperature=0.7)
+
+
+def test_resume_with_a_longer_timeout_is_allowed(tmp_path, scripted):
+    src = write_jsonl(tmp_path / "answers.jsonl", ANSWERS[:1])
+    pipeline_run(src, tmp_path / "out", Settings.from_dict({"profiles": {"s": {"engine": "scripted"}}}))
+    # a registered factory takes any option; step_latency is engine-only for the fake engine too
+    pipeline_run(src, tmp_path / "out", Settings.from_dict(
+        {"profiles": {"s": {"engine": "scripted", "step_latency": [0, 0]}}}))
+    with pytest.raises(InputError, match="--restart"):
+        pipeline_run(src, tmp_path / "out", Settings.from_dict(
+            {"profiles": {"s": {"engine": "scripted", "temperature": 0.5}}}))
+
+
+# -- 8. 9. 10. odd input lines ---------------------------------------------------------------------------------------
+
+
+def test_deep_nesting_bom_and_ids(tmp_path, scripted):
+    src = tmp_path / "answers.jsonl"
+    src.write_bytes(b"\xef\xbb\xbf" + json.dumps(ANSWERS[0]).encode() + b"\n"
+                    + b'{"answer": "The Louvre is in Paris."}\n'
+                    + json.dumps({"id": "line-2", "answer": "The Seine is long."}).encode() + b"\n"
+                    + b'{"id": "deep", "answer": ' + b"[" * 100000 + b"\n"
+                    + json.dumps({"id": "mine", "answer": ""}).encode() + b"\n")
+    summary = pipeline_run(src, tmp_path / "out")
+    results = results_of(tmp_path / "out")
+    ids = [x["id"] for x in results]
+    assert ids == ["a1", "line-2-2", "line-2", "line-4", "mine"]  # BOM line kept, no id collides
+    assert len(set(ids)) == len(ids)
+    assert "nested too deeply" in results[3]["errors"][0]
+    assert "empty" in results[4]["errors"][0]
+    assert summary["checked"] == 3 and summary["unreadable"] == 2
+
+
+def test_csv_with_bom_keeps_its_first_column(tmp_path, scripted):
+    src = tmp_path / "answers.csv"
+    src.write_bytes(b"\xef\xbb\xbfid,answer\r\nc1,The Louvre is in Paris.\r\n")
+    pipeline_run(src, tmp_path / "out")
+    assert [x["id"] for x in results_of(tmp_path / "out")] == ["c1"]
+
+
+def test_encoding_and_truncation_warnings_reach_results(tmp_path, scripted):
+    src = tmp_path / "answers.jsonl"
+    long_answer = "Word " * 5001 + "end."
+    src.write_bytes(b'{"id": "latin", "answer": "Caf\xe9 is open."}\n'
+                    + json.dumps({"id": "long", "answer": long_answer}).encode() + b"\n")
+    pipeline_run(src, tmp_path / "out", max_claims=2)
+    by_id = {x["id"]: x for x in results_of(tmp_path / "out")}
+    assert any("not UTF-8" in e for e in by_id["latin"]["errors"])
+    assert any("only the first 5,000" in e for e in by_id["long"]["errors"])
+
+
+# -- 11. a damaged run database ----------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("damage", ["truncate", "zero-head", "zero-middle"])
+def test_damaged_run_database_is_one_error_line(tmp_path, scripted, damage):
+    src = write_jsonl(tmp_path / "answers.jsonl", ANSWERS * 30)
+    out = tmp_path / "out"
+    pipeline_run(src, out)
+    db = out / "run.duckdb"
+    size = db.stat().st_size
+    with open(db, "r+b") as fh:
+        if damage == "truncate":
+            fh.truncate(size // 2)
+        elif damage == "zero-head":
+            fh.write(b"\0" * 8192)
+        else:
+            fh.seek(size // 3)
+            fh.write(b"\0" * (size // 3))
+    cfg = tmp_path / "models.yaml"
+    cfg.write_text("profiles:\n  s:\n    engine: scripted\n")
+    for args in (["run", "-i", str(src), "-o", str(out), "--quiet", "--config", str(cfg)], ["report", str(out)]):
+        r = runner.invoke(app, args)
+        err = r.stderr.strip()
+        assert r.exit_code == 1, (args[0], r.output)
+        assert err.startswith("error: run database") and "damaged" in err and "\n" not in err, err
+        assert "--restart" in err
+    r = runner.invoke(app, ["run", "-i", str(src), "-o", str(out), "--quiet", "--config", str(cfg), "--restart",
+                            "--max-rounds", "1", "--min-rounds", "1"])
+    assert r.exit_code == 0, r.output
+
+
+# -- 12. configuration and flags ------------------------------------------------------------------------------------------
+
+
+def test_unknown_profile_option_names_the_file_and_the_valid_keys(tmp_path):
+    cfg = tmp_path / "models.yaml"
+    cfg.write_text("profiles:\n  srv:\n    engine: vllm\n    model: m\n    timeout: 30\n")
+    with pytest.raises(ConfigError) as exc:
+        Settings.load(cfg)
+    msg = str(exc.value)
+    assert str(cfg) in msg and "unknown option 'timeout'" in msg and "did you mean 'timeout_s'" in msg
+    assert "max_concurrency" in msg and "temperature" in msg
+
+
+@pytest.mark.parametrize("line, message", [
+    ("timeout_s: abc", "timeout_s must be a number, got 'abc'"),
+    ("max_concurrency: 2.5", "max_concurrency must be a whole number"),
+    ("check: maybe", "check must be true or false"),
+    ("temperature: hot", "temperature must be a number"),
+])
+def test_option_of_the_wrong_kind_is_a_clear_error(tmp_path, line, message):
+    cfg = tmp_path / "models.yaml"
+    cfg.write_text(f"profiles:\n  srv:\n    engine: vllm\n    model: m\n    base_url: http://127.0.0.1:9/v1\n    {line}\n")
+    src = write_jsonl(tmp_path / "answers.jsonl", ANSWERS[:1])
+    r = runner.invoke(app, ["run", "-i", str(src), "-o", str(tmp_path / "out"), "--config", str(cfg)])
+    assert r.exit_code == 1 and message in r.stderr and str(cfg) in r.stderr and "Traceback" not in r.output
+
+
+def test_new_sampling_keys_are_accepted(monkeypatch):
+    from halucheck import config
+
+    monkeypatch.setattr(config, "SAMPLING_KEYS", config.SAMPLING_KEYS + ("repetition_penalty",))
+    s = Settings.from_dict({"profiles": {"f": {"engine": "fake", "repetition_penalty": 1.1}}})
+    assert s.sampling_for("initial") == {"repetition_penalty": 1.1}
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--top-k", "0"], "--top-k and --max-claims must be at least 1"),
+    (["--max-claims", "0"], "--top-k and --max-claims must be at least 1"),
+    (["-o", "FILE"], "is a file; pass a folder"),
+])
+def test_bad_run_flags_are_one_line_errors(tmp_path, args, message):
+    src = write_jsonl(tmp_path / "answers.jsonl", ANSWERS[:1])
+    (tmp_path / "FILE").write_text("x")
+    cfg = tmp_path / "models.yaml"
+    cfg.write_text("profiles:\n  fake:\n    engine: fake\n")
+    args = [str(tmp_path / a) if a == "FILE" else a for a in args]
+    r = runner.invoke(app, ["run", "-i", str(src), "--quiet", "--config", str(cfg), *args]
+                      + ([] if "-o" in args else ["-o", str(tmp_path / "out")]))
+    err = r.stderr.strip()
+    assert r.exit_code == 1 and message in err and "\n" not in err and "Traceback" not in r.output
+
+
+def test_empty_corpus_gets_a_note(tmp_path, scripted, fake_embeddings):
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    (corpus / "empty.txt").write_text("")
+    src = write_jsonl(tmp_path / "answers.jsonl", ANSWERS[:1])
+    logs = []
+    opts = RunOptions(input=src, out=tmp_path / "out", corpus=corpus, index=tmp_path / "i.duckdb",
+                      debate=DebateConfig(min_rounds=1, max_rounds=1))
+    pipe = Pipeline(opts, Settings.from_dict({"profiles": {"s": {"engine": "scripted"}}}), log=logs.append)
+    pipe.run()
+    pipe.close()
+    assert any(m.startswith("note: the corpus") and "no indexable text" in m for m in logs)
+
+
+# -- 14. a server engine's replies are cached as they return -------------------------------------------------------------
+
+
+class Killed(BaseException):
+    """Stands in for a kill: nothing catches it."""
+
+
+def test_replies_are_cached_as_they_return_not_per_batch(tmp_path):
+    class SlowLast(FakeEngine):
+        streaming = True
+
+        def _complete(self, requests):
+            if requests[0].tag == "last":
+                time.sleep(0.3)
+                raise Killed()
+            return super()._complete(requests)
+
+    store = RunStore(tmp_path / "run.duckdb")
+    engine = CachingEngine(SlowLast(max_batch=8), store)
+    requests = [Request(messages=({"role": "user", "content": f"q{i}"},), tag="last" if i == 7 else "")
+                for i in range(8)]
+    with pytest.raises(Killed):
+        engine.generate(requests)
+    assert store.query("SELECT count(*) FROM llm_cache") == [(7,)]  # committed as each one returned
+
+
+def test_batch_engine_replies_are_cached_per_engine_batch(tmp_path, monkeypatch):
+    from halucheck.engines import cache
+
+    monkeypatch.setattr(cache, "DEFER_S", 0.0)  # as for a real model: each batch takes longer than that
+
+    class DiesOnThirdBatch(FakeEngine):
+        def _complete(self, requests):
+            if len(self.batch_sizes) == 2:
+                raise Killed()
+            return super()._complete(requests)
+
+    store = RunStore(tmp_path / "run.duckdb")
+    engine = CachingEngine(DiesOnThirdBatch(max_batch=4), store)
+    requests = [Request(messages=({"role": "user", "content": f"question {i}"},)) for i in range(12)]
+    with pytest.raises(Killed):
+        engine.generate(requests)
+    # committed, not merely held in memory: what a kill at this point leaves on disk
+    assert store.query("SELECT count(*) FROM llm_cache") == [(8,)]
+
+
+def test_remembered_prompt_renders_follow_their_arguments():
+    from dataclasses import dataclass
+
+    from halucheck.prompts import _Template, _ENV
+
+    t = _Template(_ENV.from_string("{{ xs|join(',') }} {{ o.v }}"))
+
+    @dataclass
+    class Mutable:
+        v: int
+
+    o = Mutable(1)
+    assert t.render(xs=["a", "b"], o=o) == "a,b 1"
+    o.v = 2  # an object that can change in place is never remembered
+    assert t.render(xs=["a", "b"], o=o) == "a,b 2"
+    assert t.render(xs=["a", "c"], o=o) == "a,c 2"
+
+
+# -- 13. kill -9 at any point resumes to identical results ----------------------------------------------------------------
+
+
+def _cli(args, cwd):
+    # verdicts written every 0.2 s instead of every 2 s, so that kills also land between verdict batches
+    code = ("import sys; sys.path.insert(0, sys.argv[1]); import faults; faults.register_echo(); "
+            "import halucheck.pipeline; halucheck.pipeline.VERDICT_FLUSH_S = 0.2; "
+            "from halucheck.cli import app; sys.argv = ['halucheck'] + sys.argv[2:]; app()")
+    return subprocess.Popen([sys.executable, "-c", code, str(TESTS), *map(str, args)], cwd=cwd,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, "PYTHONPATH": str(TESTS.parent)})
+
+
+def _progress(db):
+    if not db.exists():
+        return (0, 0, 0, 0)
+    store = RunStore(db)
+    try:
+        return tuple(store.query(q)[0][0] for q in (
+            "SELECT count(*) FROM items WHERE claims_done", "SELECT count(*) FROM claims WHERE evidence_done",
+            "SELECT count(*) FROM verdicts", "SELECT count(*) FROM llm_cache"))
+    finally:
+        store.close()
+
+
+def test_kill_9_at_any_point_resumes_to_identical_results(tmp_path):
+    rows = [{"id": f"q{i}", "answer": f"River {i} is in Berlin. River {i} is {i + 100} km long."} for i in range(60)]
+    src = write_jsonl(tmp_path / "answers.jsonl", rows)
+    cfg = tmp_path / "models.yaml"
+    # each engine call takes 100 ms, so the run lasts long enough to be killed in every stage
+    cfg.write_text("profiles:\n  e:\n    engine: echo\n    max_batch: 16\n    step_latency: [0.1, 0]\n")
+    common = ["run", "-i", src, "--quiet", "--config", cfg, "--max-rounds", "2", "--min-rounds", "1"]
+    t0 = time.monotonic()
+    ref = _cli(common + ["-o", tmp_path / "ref"], tmp_path)
+    assert ref.wait(timeout=300) == 0, ref.stderr.read()
+    reference = (tmp_path / "ref" / "results.jsonl").read_text()
+    full = time.monotonic() - t0
+    # kill -9 a little later each time (each resumed run has less left to do) until a run finishes
+    kills, delay, snapshots = 0, 0.5, []
+    while True:
+        p = _cli(common + ["-o", tmp_path / "out"], tmp_path)
+        try:
+            p.wait(timeout=delay)
+            break
+        except subprocess.TimeoutExpired:
+            p.send_signal(signal.SIGKILL)
+            p.wait(timeout=60)
+            kills += 1
+            delay += full / 16
+            snapshots.append(_progress(tmp_path / "out" / "run.duckdb"))
+    assert p.returncode == 0, p.stderr.read()
+    print(f"reference run {full:.1f} s; killed -9 {kills} times, at 0.5 s to {delay - full / 16:.1f} s; "
+          f"(answers with claims, claims with evidence, verdicts, cached replies) after each kill: {snapshots}")
+    assert snapshots == sorted(snapshots)  # a kill never undoes finished work
+    assert kills >= 5
+    assert (tmp_path / "out" / "results.jsonl").read_text() == reference
