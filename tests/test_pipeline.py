@@ -13,6 +13,7 @@ from halucheck.errors import InputError
 from halucheck.pipeline import Pipeline, RunOptions, fuse
 from halucheck.records import Evidence
 from halucheck.reports import aggregate
+from halucheck.scoring import EPS
 
 
 class Crash(BaseException):
@@ -86,6 +87,9 @@ def test_stages_and_aggregation(tmp_path, engine):
     assert tower["counts"] == {"claims": 2, "false": 1, "true": 1, "undecided": 0}
     berlin = tower["claims"][0]
     assert berlin["factuality"] is False and berlin["chain"][0]["role"] == "initial"
+    # the pooled score is stored and read back: sure "not factual" turns pool to 1 - EPS
+    assert berlin["p_hallucinated"] == pytest.approx(1 - EPS, abs=1e-4)
+    assert tower["score"] >= berlin["p_hallucinated"]
     assert berlin["queries"][:2] == ["The Eiffel Tower is in Berlin.", "about The Eiffel Tower is in Berlin."]
     # the claim is located in the answer where it came from
     s, e = berlin["span"]
