@@ -33,6 +33,7 @@ from typing import Any, Sequence
 
 from halucheck.engines import ngrams
 from halucheck.engines.base import Engine, Request, Result
+from halucheck.engines.index_cache import IndexCache
 from halucheck.errors import ConfigError, EngineError
 
 DEFAULT_MODEL = "qwen2.5-coder-1.5b-instruct"
@@ -73,6 +74,8 @@ class TransformersEngine(Engine):
         self.whitespace_pattern = whitespace_pattern
         self._indexes: dict[str, Any] = {}  # schema JSON -> outlines_core Index (built once per schema)
         self._vocabulary = None
+        self._tok_key: str | None = None
+        self.index_cache = IndexCache()
         self.load_seconds = 0.0
         self._load(threads, dtype)
 
@@ -129,22 +132,37 @@ class TransformersEngine(Engine):
         self.pad_id: int = int(pad) if pad is not None else self.eos_ids[0]
 
     def _index_for(self, schema: dict) -> Any:
-        """The outlines_core Index for ``schema``, built on first use and kept (it costs seconds)."""
+        """The outlines_core Index for ``schema``: kept in memory, and on disk (``index_cache``) keyed by
+        the tokenizer, the regex and the outlines_core version, since building one costs 10-15 s on
+        two cores for a debate reply and every process would pay it again."""
         # Keep the caller's property order in the regex: it is the order the model writes the fields
         # in (an opinion before the verdict lets the model reason first).
         key = json.dumps(schema)
         if key not in self._indexes:
-            from outlines_core import Index
             from outlines_core.json_schema import build_regex_from_schema
 
-            if self._vocabulary is None:
-                self._vocabulary = self._build_vocabulary()
             try:
                 regex = build_regex_from_schema(key, self.whitespace_pattern)
             except Exception as exc:  # a schema Outlines cannot express is the caller's bug, said plainly
                 raise EngineError(f"Outlines cannot compile this JSON schema: {exc}") from None
-            self._indexes[key] = Index(regex, self._vocabulary)
+            self._indexes[key] = self.index_cache.get(regex, self._tokenizer_key(), self._build_index)
         return self._indexes[key]
+
+    def _build_index(self, regex: str) -> Any:
+        from outlines_core import Index
+
+        if self._vocabulary is None:
+            self._vocabulary = self._build_vocabulary()
+        return Index(regex, self._vocabulary)
+
+    def _tokenizer_key(self) -> str:
+        """A fingerprint of what an Index depends on besides its regex: the vocabulary and end tokens."""
+        if self._tok_key is None:
+            import hashlib
+
+            vocab = sorted(self.tokenizer.get_vocab().items())
+            self._tok_key = hashlib.sha256(json.dumps([vocab, self.eos_ids]).encode()).hexdigest()
+        return self._tok_key
 
     def _build_vocabulary(self) -> Any:
         """Outlines' vocabulary (token string -> ids) with every end token removed: only the guide's
@@ -215,6 +233,7 @@ class TransformersEngine(Engine):
             want_logprobs=[p.request.logprobs for p in chunk],
             sampling=[p.request.sampling for p in chunk],
             prompts=[p.input_ids if p.request.avoid is None else self._tokens(p.request.avoid) for p in chunk],
+            quotes=[self._tokens(p.request.quote) if p.request.quote else [] for p in chunk],
         )
         kwargs: dict[str, Any] = {}
         if key[0] == "sample":
@@ -310,9 +329,10 @@ class _RowGuides:
         want_logprobs: list[bool],
         sampling: list[Any] | None = None,
         prompts: list[list[int]] | None = None,
+        quotes: list[list[int]] | None = None,
     ) -> None:
         """``prompts``: per row, the tokens its repetition controls count as already seen (the prompt,
-        or the text the request asked to avoid)."""
+        or the text the request asked to avoid); ``quotes``: the tokens its n-gram ban lets it quote."""
         self.indexes = indexes
         self.max_tokens = max_tokens
         self.eos_ids = eos_ids
@@ -320,8 +340,9 @@ class _RowGuides:
         self.want = want_logprobs
         self.rows = len(indexes)
         self.sampling = sampling or [None] * self.rows
-        self.penalties = [_Penalties(s, prompt) if s is not None and s.penalized else None
-                          for s, prompt in zip(self.sampling, prompts or [[]] * self.rows)]
+        self.penalties = [_Penalties(s, prompt, quote) if s is not None and s.penalized else None
+                          for s, prompt, quote in zip(self.sampling, prompts or [[]] * self.rows,
+                                                      quotes or [[]] * self.rows)]
         self.guides: list[Any] = [None] * self.rows
         self.done = [False] * self.rows
         self.logprobs: list[list[float]] = [[] for _ in range(self.rows)]
@@ -412,14 +433,14 @@ class _RowGuides:
 class _Penalties:
     """One row's repetition controls (see ``SamplingParams``): what the row has seen and said so far."""
 
-    def __init__(self, sampling: Any, prompt: Sequence[int]) -> None:
+    def __init__(self, sampling: Any, prompt: Sequence[int], quote: Sequence[int] = ()) -> None:
         self.rep = float(sampling.repetition_penalty)
         self.freq = float(sampling.frequency_penalty)
         self.pres = float(sampling.presence_penalty)
         self.seen: set[int] = set(prompt)  # prompt and reply: what repetition_penalty counts
         self.counts: dict[int, int] = {}  # reply only: what frequency/presence penalties count
         n = int(sampling.no_repeat_ngram_size)
-        self.ngrams = ngrams.NGramBan(n, prompt) if n > 0 else None
+        self.ngrams = ngrams.NGramBan(n, prompt, quote) if n > 0 else None
 
     def add(self, token: int) -> None:
         self.seen.add(token)
