@@ -36,6 +36,31 @@ def test_no_repeat_ngram_bans_the_continuation_of_a_seen_ngram():
     assert row[7] == float("-inf") and torch.isfinite(row[[0, 5, 6, 8]]).all()
 
 
+def test_no_repeat_ngram_lets_the_reply_quote_the_claim_and_evidence():
+    # another agent wrote 1 2 3 4 5 6 7 8 (tokens); the claim and passages hold 20 7 8 21
+    seen, quote = [1, 2, 3, 4, 5, 6, 7, 8], [20, 7, 8, 21]
+
+    def after(p, reply):
+        for tok in reply:
+            p.add(tok)
+        row = torch.zeros(30)
+        p.apply(row, None)
+        return row
+
+    strict = tf._Penalties(SamplingParams(no_repeat_ngram_size=4), prompt=seen)
+    quoting = tf._Penalties(SamplingParams(no_repeat_ngram_size=4), prompt=seen, quote=quote)
+    # the reply so far ends 5, 6, 7: 8 would repeat the other agent's 4-gram (5, 6, 7, 8)
+    assert bool(after(strict, [5, 6, 7])[8] == float("-inf"))
+    # ... but 8 is a word of the claim: free to use ("the tower is in Paris" after another agent said it)
+    assert torch.isfinite(after(quoting, [5, 6, 7])[8])
+    # a word the claim does not have stays banned: (1, 2, 3) -> 4 repeats the agent
+    assert bool(after(tf._Penalties(SamplingParams(no_repeat_ngram_size=4), prompt=seen, quote=quote),
+                      [1, 2, 3])[4] == float("-inf"))
+    # and the reply can never loop, even on the claim's words: 20 7 8 20 7 -> 8 is banned
+    assert bool(after(tf._Penalties(SamplingParams(no_repeat_ngram_size=3), prompt=seen, quote=quote),
+                      [20, 7, 8, 20, 7])[8] == float("-inf"))
+
+
 def test_no_repeat_ngram_never_bans_every_allowed_token():
     p = tf._Penalties(SamplingParams(no_repeat_ngram_size=2), prompt=[3, 4])
     p.add(3)  # (3, 4) seen: 4 would be banned, but the schema allows only 4
@@ -83,6 +108,8 @@ def test_server_request_carries_the_penalties(monkeypatch):
     assert body["vllm_xargs"] == {"no_repeat_ngram_size": 6}  # for halucheck's vLLM logits processor
     scoped = eng.body(Request(MSG, sampling=SamplingParams(no_repeat_ngram_size=6), avoid="earlier words"))
     assert scoped["vllm_xargs"] == {"no_repeat_ngram_size": 6, "no_repeat_text": "earlier words"}
+    quoted = eng.body(Request(MSG, sampling=SamplingParams(no_repeat_ngram_size=6), avoid="a", quote="claim"))
+    assert quoted["vllm_xargs"] == {"no_repeat_ngram_size": 6, "no_repeat_text": "a", "no_repeat_quote": "claim"}
     plain = eng.body(Request(MSG))
     assert not {"repetition_penalty", "frequency_penalty", "presence_penalty", "vllm_xargs"} & set(plain)
     eng.close()
@@ -113,3 +140,5 @@ def test_debate_turns_guard_every_earlier_opinion_not_the_evidence():
     assert avoid[3].splitlines() == ["debate:initial" + ref,
                                      "Doubts \u201cdebate:skeptic\u201d (supported): debate:skeptic" + ref,
                                      "debate:trust" + ref]
+    # every turn may still quote the claim and its passages through the ban
+    assert {r.quote for r in engine.requests} == {"c\ne"}

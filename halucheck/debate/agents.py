@@ -232,4 +232,6 @@ class Agents:
             tag=f"debate:{call.role}",
             # the n-gram ban guards the other agents' words and the reply itself, not the evidence
             avoid="\n".join(call.earlier),
+            # ... while the claim's and the passages' own words stay free to use
+            quote="\n".join([claim.statement, *(e.text for e in evidence)]),
         )

@@ -59,6 +59,8 @@ class Request:
     # engines define it); a string = only that text (e.g. the other agents' opinions) and the reply,
     # so the reply may still quote its evidence.
     avoid: str | None = None
+    # Text the reply may quote through that ban (the claim and its evidence): see engines/ngrams.py.
+    quote: str | None = None
 
     def key(self, model: str = "") -> str:
         """A stable hash of everything that determines the reply (for caching and dedupe)."""
@@ -70,6 +72,7 @@ class Request:
                 "sampling": self.sampling.__dict__,
                 "logprobs": self.logprobs,
                 "avoid": self.avoid,
+                **({"quote": self.quote} if self.quote is not None else {}),
             },
             sort_keys=True,
             ensure_ascii=False,

@@ -184,6 +184,8 @@ class OpenAIServerEngine(Engine):
             body["vllm_xargs"] = {"no_repeat_ngram_size": int(s.no_repeat_ngram_size)}
             if request.avoid is not None:
                 body["vllm_xargs"]["no_repeat_text"] = request.avoid
+            if request.quote is not None:
+                body["vllm_xargs"]["no_repeat_quote"] = request.quote
         if request.schema is not None:
             body["response_format"] = {
                 "type": "json_schema",

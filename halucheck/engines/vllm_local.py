@@ -165,6 +165,8 @@ def _ngram_args(request: Request) -> dict:
     args: dict[str, Any] = {"no_repeat_ngram_size": int(request.sampling.no_repeat_ngram_size)}
     if request.avoid is not None:
         args["no_repeat_text"] = request.avoid
+    if request.quote is not None:
+        args["no_repeat_quote"] = request.quote
     return args
 
 

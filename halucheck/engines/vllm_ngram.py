@@ -7,7 +7,8 @@ loads by name and applies to the requests that ask for it.
 A request asks through its extra arguments: ``vllm_xargs: {"no_repeat_ngram_size": 6}`` in a server
 request, ``SamplingParams(extra_args={"no_repeat_ngram_size": 6})`` in process; with
 ``"no_repeat_text": TEXT`` the ban covers that text and the reply instead of the whole prompt
-(``Request.avoid``). vLLM applies custom
+(``Request.avoid``), and ``"no_repeat_quote": TEXT`` names text the reply may still quote
+(``Request.quote``). vLLM applies custom
 processors after the structured-output mask and computes its default (raw) logprobs before them, so
 the ban sees only what the schema allows and the reported logprobs are unchanged by it, as in the
 transformers engine. Imported only by vLLM: this module needs vllm installed.
@@ -22,20 +23,22 @@ from halucheck.engines.ngrams import NGramBan, free_text
 
 XARG = "no_repeat_ngram_size"
 TEXT_XARG = "no_repeat_text"
+QUOTE_XARG = "no_repeat_quote"
 
 
 class _Request:
     """One request's ban; vLLM passes the prompt and the (growing) list of output tokens."""
 
-    def __init__(self, n: int, avoid: list[int] | None = None) -> None:
+    def __init__(self, n: int, avoid: list[int] | None = None, quote: list[int] | None = None) -> None:
         self.n = n
         self.avoid = avoid
+        self.quote = quote or []
         self.ban: NGramBan | None = None
         self.seen = 0
 
     def __call__(self, prompt_ids: list[int], output_ids: list[int], logits):
         if self.ban is None:
-            self.ban = NGramBan(self.n, prompt_ids if self.avoid is None else self.avoid)
+            self.ban = NGramBan(self.n, prompt_ids if self.avoid is None else self.avoid, self.quote)
         self.ban.extend(output_ids[self.seen:])
         self.seen = len(output_ids)
         if free_text(logits):
@@ -73,5 +76,6 @@ class NoRepeatNGram(AdapterLogitsProcessor):
         n = args.get(XARG)
         if not n:
             return None
-        text = args.get(TEXT_XARG)
-        return _Request(int(n), None if text is None else self._encode(str(text)))
+        text, quote = args.get(TEXT_XARG), args.get(QUOTE_XARG)
+        return _Request(int(n), None if text is None else self._encode(str(text)),
+                        self._encode(str(quote)) if quote else None)
