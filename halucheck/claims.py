@@ -36,7 +36,9 @@ QUERIES_SCHEMA = {
     "additionalProperties": False,
 }
 
-_SENTENCE = re.compile(r"[^.!?\n]+(?:[.!?]+[\"')\]]*|\n|$)")
+# A sentence ends at . ! ? (with closing quotes or brackets) before whitespace or the end, or at a line
+# break: "4.2 million" and "v1.5" stay inside their sentence.
+_SENTENCE_END = re.compile(r"[.!?]+[\"'\u201d\u2019)\]]*(?=\s|$)|\n")
 _DIALOGUE_HINTS = re.compile(
     r"\?\s*$|\b(I think|I believe|in my opinion|I'd|I would|you|your|hope|feel free|let me know|glad|sorry|"
     r"my pleasure|happy to)\b",
@@ -66,13 +68,14 @@ class StageOutput:
 
 def sentences(text: str) -> list[Segment]:
     """Split into sentences, keeping exact offsets (a simple rule-based splitter, no model)."""
-    out = []
-    for m in _SENTENCE.finditer(text):
-        raw = m.group(0)
+    out, start = [], 0
+    for end in [m.end() for m in _SENTENCE_END.finditer(text)] + [len(text)]:
+        raw = text[start:end]
         stripped = raw.strip()
         if stripped:
             lead = len(raw) - len(raw.lstrip())
-            out.append(Segment(stripped, m.start() + lead, m.start() + lead + len(stripped)))
+            out.append(Segment(stripped, start + lead, start + lead + len(stripped)))
+        start = end
     return out
 
 

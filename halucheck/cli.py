@@ -245,6 +245,9 @@ def _print_summary(summary: dict, out_dir: Path) -> None:
     elif s.get("failed_calls"):
         typer.echo(f"  {s['failed_calls']} LLM calls failed and were retried successfully")
     typer.echo(f"  claims: {s['claims']} checked, {s['false_claims']} false, {s['undecided_claims']} undecided")
+    if s.get("answers_with_unchecked_text"):
+        typer.echo(f"  {s['answers_with_unchecked_text']} answers hold text no claim states: not checked "
+                   "(results.jsonl: coverage.gaps; grey in report.html)")
     if s["severity_histogram"]:
         hist = "  ".join(f"{k}:{v}" for k, v in s["severity_histogram"].items())
         typer.echo(f"  max severity of hallucinated answers: {hist}")

@@ -29,7 +29,8 @@ class ClaimJSON(TypedDict, total=False):
     p_hallucinated: float | None  # the verifier's probability that the claim is not factual
     evidence: list[EvidenceJSON]
     chain: list[dict]
-    span: list[int]  # [start, end] of the answer sentence the claim came from
+    span: list[int]  # [start, end] of the answer text the claim states (coverage.py)
+    sentence: list[int]  # [start, end] of the answer sentence (or segment) it was extracted from
     queries: list[str]
     error: str
 
@@ -44,6 +45,7 @@ class ResultJSON(TypedDict, total=False):
     max_severity: int
     score: float  # probability that the answer holds a hallucination, from the claims' P(hallucinated)
     counts: dict
+    coverage: dict  # checked_share and the gaps: answer text no claim covers (coverage.py)
     claims: list[ClaimJSON]
     errors: list[str]
 
@@ -77,6 +79,7 @@ def aggregate(claims: list[ClaimJSON]) -> dict:
 
 def build_results(store: "RunStore") -> list[ResultJSON]:
     """One result per input line, in input order: checked items and lines that could not be read."""
+    from halucheck import coverage
     from halucheck.records import Verdict
 
     errors_by_item: dict[int, list[str]] = {}
@@ -108,6 +111,7 @@ def build_results(store: "RunStore") -> list[ResultJSON]:
                 "evidence": [e_.to_dict() for e_ in evidence.get(cid, [])],
                 "chain": [t.to_dict() for t in v.chain] if v else [],
                 "span": [s, e],
+                "sentence": [s, e],
                 "queries": queries.get(cid, []),
             }
             if v is None:
@@ -115,8 +119,14 @@ def build_results(store: "RunStore") -> list[ResultJSON]:
             elif v.error:
                 c["error"] = v.error
             claims.append(c)
+        cov = coverage.measure(answer, [(text, s, e) for _, text, _, s, e in claims_by_item.get(idx, [])])
+        for c, span in zip(claims, cov.spans):
+            c["span"] = list(span)
         r: ResultJSON = {"id": item_id, "line": line, "question": question, "answer": answer,
-                         **aggregate(claims), "claims": claims}
+                         **aggregate(claims),
+                         "coverage": {"checked_share": cov.checked_share,
+                                      "gaps": [g.to_dict(answer) for g in cov.gaps]},
+                         "claims": claims}
         errs = errors_by_item.get(idx, [])
         if not claims_done:
             r["hallucinated"] = None  # claims not extracted: zero claims here means nothing was checked
@@ -192,6 +202,9 @@ def summarize(results: list[ResultJSON], store: "RunStore") -> dict:
         "claims": len(claims),
         "false_claims": sum(c.get("factuality") is False for c in claims),
         "undecided_claims": sum(c.get("factuality") is None for c in claims),
+        # answers with text no claim states (coverage.py): the extractor dropped a fact there
+        "answers_with_unchecked_text": sum(any(g["kind"] == "not checked" for g in (r.get("coverage") or {}).get("gaps", []))
+                                           for r in readable),
         "stages": stages,
     }
 
@@ -207,7 +220,8 @@ def write_html(out_dir: Path, results: list[ResultJSON], store: "RunStore") -> P
     )
     summary = summarize(results, store)
     for r in results:
-        r["_segments"] = highlight(r.get("answer") or "", r["claims"])  # type: ignore[typeddict-unknown-key]
+        r["_segments"] = highlight(r.get("answer") or "", r["claims"],  # type: ignore[typeddict-unknown-key]
+                                   (r.get("coverage") or {}).get("gaps"))
     html = env.get_template("report.html.j2").render(results=results, summary=summary,
                                                      input=store.get_meta("input") or "")
     for r in results:
@@ -219,27 +233,37 @@ def write_html(out_dir: Path, results: list[ResultJSON], store: "RunStore") -> P
     return path
 
 
-def highlight(answer: str, claims: list[ClaimJSON]) -> list[dict]:
-    """Split the answer into plain and highlighted pieces; a highlighted piece lists the claims located
-    there and takes the colour of the worst verdict among them."""
-    marks: dict[tuple[int, int], list[int]] = {}
+def highlight(answer: str, claims: list[ClaimJSON], gaps: list[dict] | None = None) -> list[dict]:
+    """Split the answer into pieces for the report: text a claim states takes the colour of the worst
+    verdict among the claims there; text no claim covers (``gaps``, coverage.py) is marked as such and
+    never takes a claim's colour, even inside a claim's span; the rest is plain."""
+    n = len(answer)
+    owners: list[list[int]] = [[] for _ in range(n)]
     for i, c in enumerate(claims):
         s, e = c.get("span", [0, 0])
-        if 0 <= s < e <= len(answer):
-            marks.setdefault((s, e), []).append(i)
-    pieces, pos = [], 0
-    for (s, e), idxs in sorted(marks.items()):
-        if s < pos:  # overlapping spans: attach to the previous piece
-            pieces[-1]["claims"].extend(idxs)
-            continue
-        if s > pos:
-            pieces.append({"text": answer[pos:s], "claims": []})
-        pieces.append({"text": answer[s:e], "claims": list(idxs)})
-        pos = e
-    if pos < len(answer):
-        pieces.append({"text": answer[pos:], "claims": []})
+        if 0 <= s < e <= n:
+            for pos in range(s, e):
+                owners[pos].append(i)
+    gap_kind: list[str] = [""] * n
+    for g in gaps or []:
+        if g["kind"] != "filler":
+            for pos in range(max(0, g["start"]), min(n, g["end"])):
+                gap_kind[pos] = g["kind"]
+    pieces: list[dict] = []
+    for pos in range(n):
+        key = (gap_kind[pos], tuple(owners[pos]) if not gap_kind[pos] else ())
+        if pieces and pieces[-1]["_key"] == key:
+            pieces[-1]["text"] += answer[pos]
+        else:
+            pieces.append({"_key": key, "text": answer[pos], "claims": list(key[1])})
     for p in pieces:
+        gap = p.pop("_key")[0]
         verdicts = [claims[i].get("factuality") for i in p["claims"]]
-        p["kind"] = ("false" if False in verdicts else "undecided" if None in verdicts else "true") if verdicts else ""
+        if gap:
+            p["kind"] = "unchecked" if gap == "not checked" else "subjective"
+        elif verdicts:
+            p["kind"] = "false" if False in verdicts else "undecided" if None in verdicts else "true"
+        else:
+            p["kind"] = ""
         p["numbers"] = [i + 1 for i in p["claims"]]
     return pieces

@@ -1,0 +1,151 @@
+"""Which words of an answer its claims check: each claim's span in the answer, and the text no claim covers.
+
+An extractor can drop a fact ("... up 12 percent from 2022") while the sentence it sits in yields other
+claims; highlighting whole sentences then paints the dropped fact as checked. Here coverage is measured
+on content words (numbers, names and other words outside a stop list, lightly normalised):
+
+- a claim covers the content words of its located sentence that it states itself;
+- a claim's ``span`` is its whole sentence when it alone covers every content word there (and when none
+  of its words matched); otherwise it runs from the first to the last word only it covers (all its
+  words when it shares every one), so two claims of one sentence are highlighted apart;
+- content words no claim covers form *gaps*, cut at each covered word. A gap is ``not checked`` when it
+  holds a number, a capitalised word inside a sentence or at least two content words, ``subjective`` when
+  its sentence has no claim and reads as dialogue or opinion (a question back, "I think", "feel free"),
+  and ``filler`` otherwise (a lone "Interestingly,").
+
+The matching is lexical: a claim that paraphrases the answer ("founded" for "set up") leaves those words
+uncovered. That errs toward "not checked", the safe side for an audit.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Sequence
+
+from halucheck.claims import looks_like_dialogue, sentences
+
+_WORD = re.compile(r"[^\W_]+(?:[.,'’][^\W_]+)*", re.UNICODE)
+NOT_CHECKED, SUBJECTIVE, FILLER = "not checked", "subjective", "filler"
+
+
+@lru_cache(maxsize=1)
+def _stop_words() -> frozenset[str]:
+    from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
+
+    return frozenset(ENGLISH_STOP_WORDS) | {"also", "just", "like", "yes", "sure", "well"}
+
+
+def normalise(word: str) -> str:
+    """Lower case, no possessive, numbers without thousands separators, a plural -s dropped."""
+    w = word.lower().replace("’", "'")
+    if w.endswith("'s"):
+        w = w[:-2]
+    if any(ch.isdigit() for ch in w):
+        return w.replace(",", "")
+    if len(w) > 3 and w.endswith("s") and not w.endswith("ss"):
+        w = w[:-1]
+    return w
+
+
+def is_content(word: str) -> bool:
+    if any(ch.isdigit() for ch in word):
+        return True
+    return len(word) > 2 and word.lower() not in _stop_words()
+
+
+@dataclass(frozen=True)
+class Word:
+    start: int
+    end: int
+    norm: str
+    capital: bool  # capitalised and not the first word of its sentence: likely a name
+    number: bool
+
+
+@dataclass(frozen=True)
+class Gap:
+    start: int
+    end: int
+    kind: str  # NOT_CHECKED, SUBJECTIVE or FILLER
+
+    def to_dict(self, answer: str) -> dict:
+        return {"start": self.start, "end": self.end, "kind": self.kind, "text": answer[self.start:self.end]}
+
+
+@dataclass(frozen=True)
+class Coverage:
+    """``spans``: per claim, its [start, end) in the answer; ``gaps``: uncovered text;
+    ``checked_share``: covered content words / content words (1.0 for an answer without any)."""
+
+    spans: list[tuple[int, int]]
+    gaps: list[Gap]
+    checked_share: float
+
+    def not_checked(self) -> list[Gap]:
+        return [g for g in self.gaps if g.kind == NOT_CHECKED]
+
+
+def content_words(text: str, offset: int = 0) -> list[Word]:
+    out = []
+    for i, m in enumerate(_WORD.finditer(text)):
+        w = m.group(0)
+        if is_content(w):
+            out.append(Word(offset + m.start(), offset + m.end(), normalise(w),
+                            capital=i > 0 and w[:1].isupper(), number=any(ch.isdigit() for ch in w)))
+    return out
+
+
+def measure(answer: str, claims: Sequence[tuple[str, int, int]]) -> Coverage:
+    """Coverage of ``answer`` by ``claims``: (claim text, start, end of the answer text it was located in)."""
+    sents = sentences(answer)
+    words_of = [content_words(s.text, s.start) for s in sents]
+    claim_norms = [{w.norm for w in content_words(text)} for text, _, _ in claims]
+    # per claim, the answer words it covers (indices into the flat word list)
+    flat = [w for ws in words_of for w in ws]
+    covered_by: list[set[int]] = []
+    for (text, s, e), norms in zip(claims, claim_norms):
+        covered_by.append({k for k, w in enumerate(flat) if s <= w.start and w.end <= e and w.norm in norms})
+    owners: dict[int, int] = {}
+    for ks in covered_by:
+        for k in ks:
+            owners[k] = owners.get(k, 0) + 1
+    spans = []
+    for (text, s, e), ks in zip(claims, covered_by):
+        inside = {k for k, w in enumerate(flat) if s <= w.start and w.end <= e}
+        own = [k for k in ks if owners[k] == 1] or sorted(ks)
+        if not own or set(own) == inside:
+            spans.append((s, e))
+        else:
+            spans.append((flat[min(own)].start, flat[max(own)].end))
+    gaps: list[Gap] = []
+    k = 0
+    for sent, ws in zip(sents, words_of):
+        claimed = any(s <= sent.start and sent.end <= e or sent.start <= s < sent.end for _, s, e in claims)
+        run: list[Word] = []
+        for w in ws + [None]:  # None closes the last run
+            if w is not None and k not in owners:
+                run.append(w)
+            else:
+                if run:
+                    gaps.append(_gap(run, claimed, sent.text))
+                run = []
+            if w is not None:
+                k += 1
+    total = len(flat)
+    share = (len(owners) / total) if total else 1.0
+    return Coverage(spans, gaps, round(share, 4))
+
+
+def _gap(run: list[Word], sentence_claimed: bool, sentence: str) -> Gap:
+    if not sentence_claimed and looks_like_dialogue(sentence):
+        kind = SUBJECTIVE
+    elif len(run) >= 2 or any(w.number or w.capital for w in run):
+        kind = NOT_CHECKED
+    else:
+        kind = FILLER
+    return Gap(run[0].start, run[-1].end, kind)
+
+
+__all__ = ["FILLER", "NOT_CHECKED", "SUBJECTIVE", "Coverage", "Gap", "content_words", "measure", "normalise"]

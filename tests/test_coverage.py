@@ -1,0 +1,68 @@
+"""Coverage: which words of an answer its claims state, and what is highlighted as not checked."""
+
+from __future__ import annotations
+
+from halucheck.claims import locate, sentences
+from halucheck.coverage import FILLER, NOT_CHECKED, SUBJECTIVE, measure
+from halucheck.reports import highlight
+
+
+def located(answer: str, claims: list[str]) -> list[tuple[str, int, int]]:
+    return [(c, *locate(c, answer)) for c in claims]
+
+
+def kinds(answer, cov):
+    return {answer[g.start:g.end]: g.kind for g in cov.gaps}
+
+
+def test_a_dropped_clause_is_not_checked_and_never_green():
+    answer = "In 2023 Varenholt reported revenue of 48 million euros, up 12 percent from 2022."
+    claims = located(answer, ["Varenholt reported revenue of 48 million euros in 2023."])
+    cov = measure(answer, claims)
+    assert kinds(answer, cov) == {"12 percent from 2022": NOT_CHECKED}
+    assert 0 < cov.checked_share < 1
+    pieces = highlight(answer, [{"span": list(cov.spans[0]), "factuality": True}], [g.to_dict(answer) for g in cov.gaps])
+    by_text = {p["text"]: p["kind"] for p in pieces}
+    assert by_text["12 percent from 2022"] == "unchecked"
+    assert all(p["kind"] != "true" for p in pieces if "12" in p["text"] or "2022" in p["text"])
+    assert any(p["kind"] == "true" and "48 million" in p["text"] for p in pieces)
+
+
+def test_two_claims_of_one_sentence_are_highlighted_apart():
+    answer = "The AquaProbe 3 runs for 30 hours on one charge and weighs 410 grams."
+    claims = located(answer, ["The AquaProbe 3 runs for 30 hours on one charge.", "The AquaProbe 3 weighs 410 grams."])
+    cov = measure(answer, claims)
+    assert cov.not_checked() == [] and cov.checked_share == 1.0
+    runs, weighs = (answer[s:e] for s, e in cov.spans)
+    assert runs == "runs for 30 hours on one charge" and weighs == "weighs 410 grams"
+    pieces = highlight(answer, [{"span": list(cov.spans[0]), "factuality": True},
+                                {"span": list(cov.spans[1]), "factuality": False}], [])
+    by_text = {p["text"]: p["kind"] for p in pieces}
+    assert by_text["weighs 410 grams"] == "false" and by_text["runs for 30 hours on one charge"] == "true"
+
+
+def test_a_claim_alone_in_its_sentence_spans_the_sentence():
+    answer = "Varenholt employs about 340 people. Most work in Oulu."
+    cov = measure(answer, located(answer, ["Varenholt employs about 340 people."]))
+    assert answer[slice(*cov.spans[0])] == "Varenholt employs about 340 people."
+    assert kinds(answer, cov) == {"work in Oulu": NOT_CHECKED}  # a whole sentence without a claim
+
+
+def test_dialogue_is_subjective_and_a_lone_adverb_is_filler():
+    answer = ("Happy to help! Interestingly, a CalibraKit contains six reference solutions. "
+              "Let me know if you need anything else.")
+    cov = measure(answer, located(answer, ["A CalibraKit contains six reference solutions."]))
+    got = kinds(answer, cov)
+    assert got.pop("Interestingly") == FILLER
+    assert set(got.values()) == {SUBJECTIVE} and cov.not_checked() == []
+
+
+def test_an_answer_without_claims_is_not_checked_at_all():
+    answer = "Stockholm opened in 2014."
+    cov = measure(answer, [])
+    assert cov.checked_share == 0.0 and [answer[g.start:g.end] for g in cov.not_checked()] == ["Stockholm opened in 2014"]
+
+
+def test_decimal_numbers_do_not_end_a_sentence():
+    assert [s.text for s in sentences("Revenue was 4.2 million euros. Version 1.5 shipped!")] == [
+        "Revenue was 4.2 million euros.", "Version 1.5 shipped!"]
