@@ -109,9 +109,30 @@ def _split_long(s: Segment, max_words: int) -> list[Segment]:
     return out
 
 
-def is_short_answer(answer: str, max_words: int = 12) -> bool:
-    """Short QA answers ("Departures.") are verified as one claim: question + answer (paper §4.1.2)."""
-    return len(answer.split()) <= max_words and len(sentences(answer)) <= 1
+_AUX = frozenset(
+    "is are was were be been being am has have had does do did can could will would shall should may might "
+    "must isn't aren't wasn't weren't hasn't haven't hadn't doesn't don't didn't can't won't".split())
+_SUBJECT = frozenset("i you he she it we they this that there who which".split())
+
+
+def is_short_answer(answer: str, max_words: int = 8) -> bool:
+    """A QA answer that is not a full statement on its own ("Paris.", "1889", "About 340 people.") is
+    verified as one claim: question + answer (paper §4.1.2). A statement, however short ("It makes
+    enzyme kits."), goes to claim extraction like any answer, so two facts in it are two claims.
+
+    A statement is recognised by a verb: an auxiliary or copula, a lower-case word ending in -ed, or
+    one ending in -s right after a name or a pronoun ("Varenholt employs", "It contains")."""
+    words = re.findall(r"[\w'’-]+", answer)
+    if len(words) > max_words or len(sentences(answer)) > 1:
+        return False
+    for prev, w in zip([""] + words, words):
+        lw = w.lower()
+        if lw in _AUX or (w.islower() and len(w) > 3 and lw.endswith("ed")):
+            return False
+        if w.islower() and len(w) > 2 and lw.endswith("s") and not lw.endswith("ss") and prev and (
+                prev[:1].isupper() or prev.lower() in _SUBJECT):
+            return False
+    return True
 
 
 def looks_like_dialogue(answer: str) -> bool:

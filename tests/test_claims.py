@@ -1,0 +1,23 @@
+"""Rules of the claim stage that need no model."""
+
+from __future__ import annotations
+
+import pytest
+
+from halucheck.claims import is_short_answer
+
+
+@pytest.mark.parametrize("answer", ["Paris.", "1889", "About 340 people.", "Six reference solutions.",
+                                    "Tampere, Finland.", "In 2009.", "Gustave Eiffel and his company"])
+def test_an_answer_that_is_no_statement_is_checked_with_its_question(answer):
+    assert is_short_answer(answer)
+
+
+@pytest.mark.parametrize("answer", ["Varenholt employs about 340 people.", "It makes enzyme kits.",
+                                    "The Eiffel Tower is in Paris.", "Aino Lehtola founded it.",
+                                    "Helena Virtanen runs it.",
+                                    "Varenholt sensors have a five-year warranty that also covers frost damage.",
+                                    "Paris. It has 2 million people.",
+                                    "one two three four five six seven eight nine"])
+def test_a_statement_goes_to_claim_extraction_however_short(answer):
+    assert not is_short_answer(answer)
