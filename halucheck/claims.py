@@ -215,11 +215,26 @@ def extract_claims(engine: "Engine", texts: Sequence[str], contexts: Sequence[st
     return outs
 
 
+_TRUTH_QUESTION = re.compile(
+    r"\s*[,.;:-]?\s*\b(is|are|was|were)\s+(this|that|the|it|these)\s*(claim|statement|fact|information)?\s*"
+    r"(true|false|correct|incorrect|accurate|right|wrong)\b\s*\??\s*$|\s*\?\s*$", re.IGNORECASE)
+
+
+def search_query(text: str) -> str:
+    """A model's query without a question about truth at its end ("... Is this claim true?"): words that
+    no passage contains only dilute a keyword search."""
+    prev = None
+    while prev != text:
+        prev, text = text, _TRUTH_QUESTION.sub("", text).strip()
+    return text
+
+
 def make_queries(engine: "Engine", claims: Sequence[str],
                  sampling: SamplingParams = QUERY_SAMPLING) -> list[StageOutput]:
     """Two search queries per claim (FacTool); on failure the claim itself is the query."""
     outs = _run(engine, "queries", QUERIES_SCHEMA, [{"claim": c} for c in claims], "queries", sampling)
     for o, claim in zip(outs, claims):
-        qs = [q.strip() for q in (o.value or []) if q and q.strip()]
+        qs = [search_query(q) for q in (o.value or []) if q and q.strip()]
+        qs = [q for q in qs if q]
         o.value = list(dict.fromkeys(qs + [claim]))  # the claim text is always searched too
     return outs

@@ -21,3 +21,25 @@ def test_an_answer_that_is_no_statement_is_checked_with_its_question(answer):
                                     "one two three four five six seven eight nine"])
 def test_a_statement_goes_to_claim_extraction_however_short(answer):
     assert not is_short_answer(answer)
+
+
+@pytest.mark.parametrize("raw, query", [
+    ("Eiffel Tower location. Is this claim true?", "Eiffel Tower location"),
+    ("Eiffel Tower Berlin - is the statement false", "Eiffel Tower Berlin"),
+    ("Where is the Eiffel Tower?", "Where is the Eiffel Tower"),
+    ("Varenholt revenue 2023", "Varenholt revenue 2023"),
+    ("Is this claim true?", ""),
+])
+def test_queries_lose_questions_about_truth(raw, query):
+    from halucheck.claims import search_query
+
+    assert search_query(raw) == query
+
+
+def test_make_queries_keeps_search_words_and_always_the_claim():
+    from halucheck.claims import make_queries
+    from halucheck.engines.fake import FakeEngine
+
+    engine = FakeEngine(responder=lambda r: {"queries": ["Is this claim true?", "Varenholt founding year. Is it correct?"]})
+    (out,) = make_queries(engine, ["Varenholt was founded in 2009."])
+    assert out.value == ["Varenholt founding year", "Varenholt was founded in 2009."]

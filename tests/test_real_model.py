@@ -3,6 +3,7 @@ chain rules, never the model's opinion. Runs in CI (the model is a test dependen
 
 import json
 import os
+import re
 from pathlib import Path
 
 import pytest
@@ -78,8 +79,13 @@ def test_run_end_to_end_on_demo_corpus(model_ready, tmp_path):
     for x in results:
         assert isinstance(x["hallucinated"], bool) and x["claims"]
         assert x["hallucinated"] == any(c["factuality"] is False for c in x["claims"])
+        assert 0.0 <= x["coverage"]["checked_share"] <= 1.0
         for c in x["claims"]:
             check_chain(c["chain"], 1, 1)
+            # the model's queries are search queries, not questions about the claim's truth
+            written = [q for q in c["queries"] if q != c["text"]]
+            assert written and all(q.strip() and not q.rstrip().endswith("?") for q in written)
+            assert not any(re.search(r"\b(true|false)\W*$", q, re.IGNORECASE) for q in written)
             assert c["evidence"] and all(e["source"].endswith((".md", ".txt", ".html")) for e in c["evidence"])
             for e in c["evidence"]:  # offsets point at the quoted text in the source file
                 if e["source"].endswith((".md", ".txt")):
