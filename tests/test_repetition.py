@@ -141,4 +141,13 @@ def test_debate_turns_guard_every_earlier_opinion_not_the_evidence():
                                      "Doubts \u201cdebate:skeptic\u201d (supported): debate:skeptic" + ref,
                                      "debate:trust" + ref]
     # every turn may still quote the claim and its passages through the ban
-    assert {r.quote for r in engine.requests} == {"c\ne"}
+    assert {r.quote for r in engine.requests} == {"c\n"}
+
+
+def test_an_agent_may_repeat_the_claim_and_the_passages_names_and_numbers_only():
+    from halucheck.debate.agents import quotable
+    from halucheck.records import Claim, Evidence
+
+    q = quotable(Claim("The tower is in Berlin."), [Evidence("The Eiffel Tower stands in Paris since 1889."),
+                                                     Evidence("Paris had 2,1 million people in 2020.")])
+    assert q == "The tower is in Berlin.\nThe Eiffel Tower Paris 1889 2,1 2020"

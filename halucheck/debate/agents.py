@@ -159,6 +159,18 @@ def brief(opinion: str, words: int = BRIEF_WORDS) -> str:
     return first + refs
 
 
+_NAME_OR_NUMBER = re.compile(r"\b(?:[A-Z][\w'\u2019-]*|\d[\d.,]*\d|\d)")
+QUOTABLE_WORDS = 300
+
+
+def quotable(claim: Claim, evidence: Sequence[Evidence]) -> str:
+    """What an agent may repeat although another agent wrote it (``Request.quote``): the claim, and the
+    names and numbers of the passages. Not the passages' other words: with ten passages nearly every
+    common word is in them, and an agent could then copy another's sentence whole."""
+    names = dict.fromkeys(m.group(0) for e in evidence for m in _NAME_OR_NUMBER.finditer(e.text))
+    return claim.statement + "\n" + " ".join(list(names)[:QUOTABLE_WORDS])
+
+
 def agent_words(role: str, opinion: str) -> str:
     """An opinion without the fixed phrases :func:`opinion_of` puts around the agent's own words."""
     return _FRAME.sub("", opinion)
@@ -232,6 +244,6 @@ class Agents:
             tag=f"debate:{call.role}",
             # the n-gram ban guards the other agents' words and the reply itself, not the evidence
             avoid="\n".join(call.earlier),
-            # ... while the claim's and the passages' own words stay free to use
-            quote="\n".join([claim.statement, *(e.text for e in evidence)]),
+            # ... while the claim's words and the passages' names and numbers stay free to use
+            quote=quotable(claim, evidence),
         )
