@@ -175,7 +175,9 @@ def _run(engine: "Engine", stage: str, schema: dict, inputs: Sequence[dict], key
     out = []
     for res in engine.generate(requests):
         value = res.parsed[key] if res.ok else None
-        out.append(StageOutput(value, res.error, res.prompt_tokens, res.completion_tokens, res.attempts))
+        spent = res.attempts > 0  # a reply from the run's cache costs no call and no token now
+        out.append(StageOutput(value, res.error, res.prompt_tokens * spent, res.completion_tokens * spent,
+                               res.attempts))
     return out
 
 

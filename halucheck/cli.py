@@ -291,11 +291,17 @@ def _print_summary(summary: dict, out_dir: Path) -> None:
         typer.echo(f"  max severity of hallucinated answers: {hist}")
     if s["unreadable"]:
         typer.echo(f"  unreadable input lines: {s['unreadable']} (see results.jsonl)")
+    runs = "all runs of this folder" if s.get("this_run") else "per stage"
+    typer.echo(f"  cost, {runs} (a resumed run adds to the earlier runs; cached replies cost nothing):")
     for name, st in s["stages"].items():
         failed = f" ({st['failed_calls']} failed)" if st.get("failed_calls") else ""
         typer.echo(f"  {name:<8} {st['llm_calls']:>6} LLM calls{failed}  {st['prompt_tokens']:>9} prompt tok "
                    f"({st['cached_tokens']} cached)  {st['completion_tokens']:>8} completion tok  {st['wall_s']:>7}s")
-    if "wall_s" in s:
+    if s.get("this_run"):
+        t = s["this_run"]
+        typer.echo(f"  this run: {t['llm_calls']} LLM calls, {t['prompt_tokens']} prompt tok, "
+                   f"{t['completion_tokens']} completion tok" + (f", wall {s['wall_s']}s" if "wall_s" in s else ""))
+    elif "wall_s" in s:
         typer.echo(f"  wall time: {s['wall_s']}s")
     typer.echo(f"  results: {out_dir / 'results.jsonl'}")
     typer.echo(f"  report:  {out_dir / 'report.html'}")

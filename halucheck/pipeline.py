@@ -71,6 +71,8 @@ VERDICT_FLUSH_S = 2.0
 
 def _null_progress(**_):
     class _Bar:
+        total = 0
+
         def update(self, n=1): ...
         def close(self): ...
         def set_postfix_str(self, s): ...
@@ -115,6 +117,7 @@ class Pipeline:
         (bounded, with growing waits: a server down for a few seconds is retried in the same run); then
         the reports."""
         t0 = time.perf_counter()
+        started = self.store.query("SELECT current_timestamp::TIMESTAMP")[0][0]
         items = self.load_items()
         for attempt in range(self.opts.retries + 1):
             if attempt:
@@ -133,7 +136,7 @@ class Pipeline:
         results = reports.build_results(self.store)
         reports.write_results(self.opts.out, results)
         reports.write_html(self.opts.out, results, self.store)
-        summary = reports.summarize(results, self.store)
+        summary = reports.summarize(results, self.store, since=started)
         summary["wall_s"] = round(time.perf_counter() - t0, 1)
         self.store.set_meta("last_summary", json.dumps(summary))
         return summary
@@ -353,7 +356,19 @@ class Pipeline:
                 first[k] = len(jobs)
                 jobs.append(job)
                 claim_ids.append([cid])
-        bar = self.progress(total=len(rows), desc="debate   ", unit="claim")
+        # one step per agent call: the first minutes of a run are calls, not finished claims. The total is
+        # the calls every debate needs at least, raised as debates go on past their minimum.
+        least = 1 + 3 * self.opts.debate.min_rounds
+        bar = self.progress(total=len(jobs) * least, desc="debate   ", unit="call")
+        claims_done = [0]
+
+        def on_turn(turns: int) -> None:
+            if turns > least:
+                bar.total += 1
+                if hasattr(bar, "refresh"):
+                    bar.refresh()
+            bar.update(1)
+
         buffer: list[tuple] = []
         last = [time.perf_counter()]
         failed_turns = [0]
@@ -361,7 +376,8 @@ class Pipeline:
         def flush(stats: tuple | None = None) -> None:
             if buffer or stats:
                 self.store.save_verdicts(buffer, stats, replace=debated_before)
-            bar.update(len(buffer))
+            claims_done[0] += len(buffer)
+            bar.set_postfix_str(f"{claims_done[0]}/{len(rows)} claims")
             buffer.clear()
             last[0] = time.perf_counter()
 
@@ -372,7 +388,7 @@ class Pipeline:
             if len(buffer) >= VERDICT_BATCH or time.perf_counter() - last[0] > VERDICT_FLUSH_S:
                 flush()
 
-        sched = Scheduler(self.agents, self.opts.debate, on_verdict=on_verdict)
+        sched = Scheduler(self.agents, self.opts.debate, on_verdict=on_verdict, on_turn=on_turn)
         sched.run(jobs)
         s = sched.stats
         flush(("debate", s.llm_calls, s.prompt_tokens, s.completion_tokens, s.cached_tokens, s.wall_s,

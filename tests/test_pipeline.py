@@ -141,7 +141,7 @@ def test_aggregation_rule():
 
 def test_resume_after_crash_makes_no_duplicate_calls(tmp_path, engine):
     src = write_input(tmp_path, ANSWERS)
-    _, reference = run(tmp_path, src, out="reference")
+    ref_summary, reference = run(tmp_path, src, out="reference")
     reference_calls = len(engine["engine"].requests)
 
     sent = []
@@ -157,15 +157,21 @@ def test_resume_after_crash_makes_no_duplicate_calls(tmp_path, engine):
         run(tmp_path, src, out="crashed")
     first = set(sent)
     engine["engine"] = FakeEngine(responder=responder, max_batch=16)
-    _, resumed = run(tmp_path, src, out="crashed")
+    summary, resumed = run(tmp_path, src, out="crashed")
     second = [r.key() for r in engine["engine"].requests]
+    # this run's cost and the folder's total are told apart, calls and tokens alike
+    assert summary["this_run"]["llm_calls"] == len(second)
+    total = lambda s, k: sum(st[k] for st in s["stages"].values())  # noqa: E731
+    assert total(summary, "llm_calls") <= reference_calls  # calls that died in the crash were never recorded
+    assert summary["this_run"]["prompt_tokens"] < total(ref_summary, "prompt_tokens")
     assert not first & set(second)  # nothing answered before the crash was asked again
     assert len(first) + len(second) == reference_calls
     assert resumed == reference
 
     engine["engine"] = FakeEngine(responder=responder)
-    _, again = run(tmp_path, src, out="crashed")  # a finished run: no call at all
+    summary, again = run(tmp_path, src, out="crashed")  # a finished run: no call at all
     assert engine["engine"].requests == [] and again == reference
+    assert summary["this_run"] == {"llm_calls": 0, "prompt_tokens": 0, "completion_tokens": 0}
 
 
 def test_malformed_lines_are_reported_and_the_rest_processed(tmp_path, engine):
@@ -209,3 +215,37 @@ def test_fuse_dedupes_and_ranks_by_rrf():
     a, b, c = (Evidence(t, "doc.md", i * 10, i * 10 + 5) for i, t in enumerate("abc"))
     fused = fuse([[a, b], [b, c], [b]], k=2)
     assert [e.text for e in fused] == ["b", "a"]
+
+
+def test_debate_progress_counts_calls_and_ends_at_the_calls_made(tmp_path, engine):
+    bars = {}
+
+    class Bar:
+        def __init__(self, total, desc, unit):
+            self.total, self.n, self.unit, self.first_total, self.postfix = total, 0, unit, total, ""
+            bars[desc.strip()] = self
+
+        def update(self, n=1):
+            self.n += n
+
+        def refresh(self):
+            pass
+
+        def set_postfix_str(self, s):
+            self.postfix = s
+
+        def close(self):
+            pass
+
+    opts = RunOptions(input=write_input(tmp_path, ANSWERS), out=tmp_path / "run",
+                      debate=DebateConfig(min_rounds=1, max_rounds=2))
+    pipe = Pipeline(opts, settings(), progress=lambda **kw: Bar(**kw), log=lambda m: None)
+    try:
+        summary = pipe.run()
+    finally:
+        pipe.close()
+    bar = bars["debate"]
+    assert bar.unit == "call" and bar.first_total > 0
+    # every agent call moved the bar, and the total grew to exactly the calls made
+    assert bar.n == bar.total == summary["stages"]["debate"]["llm_calls"] >= bar.first_total
+    assert bar.postfix == f"{summary['claims']}/{summary['claims']} claims"

@@ -75,8 +75,10 @@ class _Debate:
         self.gen: Generator[AgentCall, Turn, Verdict] = debate(job.claim, job.evidence, cfg)
         self.call: AgentCall | None = next(self.gen)
         self.verdict: Verdict | None = None
+        self.turns = 0
 
     def advance(self, turn: Turn) -> None:
+        self.turns += 1
         try:
             self.call = self.gen.send(turn)
         except StopIteration as stop:
@@ -88,14 +90,17 @@ class Scheduler:
 
     ``max_in_flight`` bounds the debates in flight (default: ``IN_FLIGHT_PER_SLOT`` times the largest engine
     ``max_batch`` for batch engines; the engines' ``max_batch``, their concurrency bound, for servers).
-    ``on_verdict(index, verdict)`` is called as each claim finishes (for stores and progress bars).
+    ``on_verdict(index, verdict)`` is called as each claim finishes (for stores and progress bars), and
+    ``on_turn(turns)`` after every agent turn with the number of turns its debate has had so far.
     """
 
     def __init__(self, agents: Agents, cfg: DebateConfig = DebateConfig(), max_in_flight: int | None = None,
-                 on_verdict: Callable[[int, Verdict], None] | None = None) -> None:
+                 on_verdict: Callable[[int, Verdict], None] | None = None,
+                 on_turn: Callable[[int], None] | None = None) -> None:
         self.agents, self.cfg = agents, cfg
         self.max_in_flight = max_in_flight
         self.on_verdict = on_verdict
+        self.on_turn = on_turn
         self.stats = RunStats()
 
     def run(self, jobs: Sequence[DebateJob]) -> list[Verdict]:
@@ -143,9 +148,12 @@ class Scheduler:
     def _record(self, d: _Debate, result) -> Turn:
         turn = turn_from_result(d.call, result, len(d.job.evidence))
         self.stats.llm_calls += result.attempts
-        self.stats.prompt_tokens += result.prompt_tokens
-        self.stats.completion_tokens += result.completion_tokens
-        self.stats.cached_tokens += result.cached_tokens
+        if result.attempts:  # a reply from the run's cache spent nothing now (its turn keeps its counts)
+            self.stats.prompt_tokens += result.prompt_tokens
+            self.stats.completion_tokens += result.completion_tokens
+            self.stats.cached_tokens += result.cached_tokens
+        if self.on_turn:
+            self.on_turn(d.turns + 1)
         return turn
 
     def _run_lockstep(self, jobs, queue: deque, limit: int, finish) -> None:

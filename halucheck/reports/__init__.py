@@ -172,7 +172,7 @@ def write_results(out_dir: Path, results: list[ResultJSON]) -> Path:
     return path
 
 
-def summarize(results: list[ResultJSON], store: "RunStore") -> dict:
+def summarize(results: list[ResultJSON], store: "RunStore", since=None) -> dict:
     """Counts for the terminal and the report. ``checked`` answers have a verdict; ``undecided`` ones have
     an unchecked claim (a failed LLM call: running the same command again retries it); ``unreadable`` are
     input lines that could not be used. ``failed_calls`` counts every LLM call that failed, retried or not."""
@@ -189,7 +189,14 @@ def summarize(results: list[ResultJSON], store: "RunStore") -> dict:
                          "completion_tokens": int(ct or 0), "cached_tokens": int(cached or 0),
                          "wall_s": round(wall or 0.0, 1), "failed_calls": int(failed or 0)}
     reasons = Counter(_first_failure(r) for r in undecided)
+    this_run = None
+    if since is not None:  # what this process spent, beside the totals of every run of this folder
+        calls, pt, ct = store.query("SELECT coalesce(sum(calls), 0), coalesce(sum(prompt_tokens), 0), "
+                                    "coalesce(sum(completion_tokens), 0) FROM stage_stats WHERE recorded_at >= ?",
+                                    [since])[0]
+        this_run = {"llm_calls": int(calls), "prompt_tokens": int(pt), "completion_tokens": int(ct)}
     return {
+        **({"this_run": this_run} if this_run is not None else {}),
         "items": len(results),
         "checked": len(checked),
         "undecided": len(undecided),
