@@ -172,6 +172,8 @@ class Pipeline:
             )
         self.store.set_meta("fingerprint", fp)
         self.store.set_meta("input", str(self.opts.input))
+        if self.opts.corpus:  # the report shows evidence paths relative to it
+            self.store.set_meta("corpus", str(Path(self.opts.corpus).resolve()))
         for p in problems:
             self.log(f"{'warning' if not p.fatal else 'skipped'}: {self.opts.input}:{p.line}: {p.message}")
         if not items:

@@ -66,3 +66,17 @@ def test_an_answer_without_claims_is_not_checked_at_all():
 def test_decimal_numbers_do_not_end_a_sentence():
     assert [s.text for s in sentences("Revenue was 4.2 million euros. Version 1.5 shipped!")] == [
         "Revenue was 4.2 million euros.", "Version 1.5 shipped!"]
+
+
+def test_passages_the_agents_cited_are_counted():
+    from halucheck.records import Evidence, Turn
+    from halucheck.reports import cited
+
+    ev = [Evidence("a", source="/c/a.md"), Evidence("b", source="/c/b.md"), Evidence("c", source="/c/c.md")]
+    chain = [Turn(state="S0", role="initial", opinion="A says so. (passages [1], [3])", factuality=True, error_severity=0),
+             Turn(state="S2", role="skeptic", opinion="Doubts \u201cx\u201d (supported): [1] states it (passages [1])",
+                  factuality=True, error_severity=0),
+             Turn(state="S2", role="trust", opinion='{"passages": [2', factuality=None, error_severity=None,
+                  error="invalid JSON")]
+    assert [e["cited_by"] for e in cited(ev, chain)] == [2, 0, 1]
+    assert [e["cited_by"] for e in cited(ev, [])] == [0, 0, 0]

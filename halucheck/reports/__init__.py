@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from collections import Counter
 from pathlib import Path
 from typing import TYPE_CHECKING, TypedDict
@@ -14,11 +15,12 @@ if TYPE_CHECKING:
     from halucheck.runstore import RunStore
 
 
-class EvidenceJSON(TypedDict):
+class EvidenceJSON(TypedDict, total=False):
     source: str
     start: int
     end: int
     text: str
+    cited_by: int  # debate turns that named this passage as bearing on the claim
 
 
 class ClaimJSON(TypedDict, total=False):
@@ -108,7 +110,7 @@ def build_results(store: "RunStore") -> list[ResultJSON]:
                 "error_severity": v.error_severity if v else None,
                 "confidence": round(v.confidence, 4) if v else 0.0,
                 "p_hallucinated": round(v.p_hallucinated, 4) if v and v.p_hallucinated is not None else None,
-                "evidence": [e_.to_dict() for e_ in evidence.get(cid, [])],
+                "evidence": cited(evidence.get(cid, []), v.chain if v else []),
                 "chain": [t.to_dict() for t in v.chain] if v else [],
                 "span": [s, e],
                 "sentence": [s, e],
@@ -143,6 +145,25 @@ def build_results(store: "RunStore") -> list[ResultJSON]:
                            "score": 0.0, "counts": {}, "claims": [], "errors": [f"input: {msg}"]}))
     out.sort(key=lambda x: x[0])
     return [r for _, r in out]
+
+
+_CITED = re.compile(r"\(passages ((?:\[\d+\](?:, )?)+)\)$")
+
+
+def cited(evidence: list, chain: list) -> list[EvidenceJSON]:
+    """The claim's passages, each with the number of debate turns that cited it ("(passages [1], [3])"
+    closes a grounded turn's opinion, debate/agents.py): what the agents found decisive."""
+    counts: Counter = Counter()
+    for t in chain:
+        m = _CITED.search(t.opinion or "") if t.factuality is not None else None
+        if m:
+            counts.update({int(n) for n in re.findall(r"\d+", m.group(1))})
+    out = []
+    for n, e in enumerate(evidence, 1):
+        d: EvidenceJSON = e.to_dict()  # type: ignore[assignment]
+        d["cited_by"] = counts.get(n, 0)
+        out.append(d)
+    return out
 
 
 def _undecided_reason(claims_done: bool, claims: list[ClaimJSON], errors: list[str]) -> str:
@@ -229,6 +250,15 @@ def write_html(out_dir: Path, results: list[ResultJSON], store: "RunStore") -> P
     for r in results:
         r["_segments"] = highlight(r.get("answer") or "", r["claims"],  # type: ignore[typeddict-unknown-key]
                                    (r.get("coverage") or {}).get("gaps"))
+    root = store.get_meta("corpus")
+
+    def relative(source: str) -> str:
+        """An evidence path relative to the corpus folder (as the user knows it), else as stored."""
+        if root and source.startswith(root.rstrip(os.sep) + os.sep):
+            return source[len(root.rstrip(os.sep)) + 1:]
+        return source
+
+    env.filters["relative"] = relative
     html = env.get_template("report.html.j2").render(results=results, summary=summary,
                                                      input=store.get_meta("input") or "")
     for r in results:
