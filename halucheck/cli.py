@@ -307,6 +307,25 @@ def _print_summary(summary: dict, out_dir: Path) -> None:
     typer.echo(f"  report:  {out_dir / 'report.html'}")
 
 
+def _eval_extraction(dataset, split, limit, out, config, profile, role, no_cache) -> None:
+    from halucheck.evaluation.extraction import run_extraction_eval
+
+    settings = _settings(config, profile, role)
+    out_dir = out or Path("runs") / "eval" / f"extraction-{settings.profile_for('extractor').name}-{'+'.join(dataset)}-{split}"
+    try:
+        result = run_extraction_eval(dataset, settings, out_dir, split=split, limit=limit, cache=not no_cache)
+    finally:
+        settings.close()
+    typer.echo(f"claim extraction, {split} split, profile {result['profile']} ({result['model']}); "
+               f"a gold claim is found when an extracted one matches it ({next(iter(result['datasets'].values()))['match']})")
+    typer.echo("| dataset | responses | gold claims | extracted | recall | precision |\n|---|---|---|---|---|---|")
+    for ds, r in result["datasets"].items():
+        typer.echo(f"| {ds} | {r['responses']} | {r['gold_claims']} | {r['extracted_claims']} | "
+                   f"{r['recall']:.3f} [{r['recall_ci'][0]:.3f}, {r['recall_ci'][1]:.3f}] | "
+                   f"{r['precision']:.3f} [{r['precision_ci'][0]:.3f}, {r['precision_ci'][1]:.3f}] |")
+    typer.echo(f"  {out_dir / 'extraction.json'}, {out_dir / 'extracted.jsonl'}")
+
+
 @app.command("eval")
 def eval_cmd(
     dirs: Optional[list[Path]] = typer.Argument(None, help="With --compare: the run directories to tabulate."),
@@ -321,6 +340,8 @@ def eval_cmd(
     compare: bool = Flag("--compare", help="Print one markdown table of the run directories given as arguments."),
     common: bool = Flag("--common", help="With --compare: score every run on the items all of them have."),
     no_cache: bool = Flag("--no-cache", help="Neither reuse nor keep replies in the run directory's replies.duckdb."),
+    extraction: bool = Flag("--extraction", help="Score the claim extractor instead of a verifier: its recall of the "
+                            "human-extracted claims of factcheck-gpt and factool-qa."),
     name: Optional[str] = typer.Option(None, "--name", help="The run's label in metrics.json and tables (default verifier/profile)."),
     profile: Optional[str] = typer.Option(None, "--profile", "-p", help=PROFILE_HELP),
     role: Optional[list[str]] = typer.Option(None, "--role", help="ROLE=PROFILE for one role (repeatable)."),
@@ -351,6 +372,9 @@ def eval_cmd(
             raise HalucheckError("--limit must be at least 1")
         if samples < 0 or max_evidence < 0:
             raise HalucheckError("--samples and --max-evidence must be 0 or more")
+        if extraction:
+            _eval_extraction(dataset, split, limit, out, config, profile, role, no_cache)
+            return
         from halucheck.debate import DebateConfig
         from halucheck.evaluation.harness import default_out, nli_model_path, run_eval
         from halucheck.evaluation.verifiers import VerifierOptions, get_verifier
