@@ -56,6 +56,18 @@ def test_chain_stats_counts_copies_loops_caps_and_flips():
     assert s["completion_tokens_per_turn"] == pytest.approx(90 / 7, abs=0.05)
 
 
+def test_restating_the_claim_is_told_from_copying_another_agent():
+    claim = "Barack Obama served two terms from 2009 to 2017."
+    chain = [turn("initial", "Passage 1 states that Barack Obama served two terms from 2009 to 2017.", True),
+             # the same claim restated with other words around it: a copy by 4-grams, not beyond the claim
+             turn("trust", "Every passage agrees Barack Obama served two terms from 2009 to 2017.", True),
+             # the first agent's own framing repeated: a copy either way
+             turn("leader", "Passage 1 states that Barack Obama served two terms from 2009 to 2017, yes.", True)]
+    with_claim = chain_stats([{**row(chain, prediction=False, label=False), "claim": claim}])
+    assert with_claim["copy_rate"] == 1.0 and with_claim["copy_rate_beyond_claim"] == 0.5
+    assert "copy_rate_beyond_claim" not in chain_stats([row(chain, prediction=False, label=False)])
+
+
 def test_leaders_siding_alike_are_not_copies_by_the_fixed_phrase():
     chain = [turn("initial", "Passage three dates the opening to 1889."),
              turn("leader", "Sides with the Trust agent: the date is right."),

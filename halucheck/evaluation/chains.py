@@ -5,6 +5,10 @@ Definitions (per dataset, over the items the debate decided):
 
 - ``copy_rate``: turns after the first whose word 4-grams are >= 60 % contained in the 4-grams of one
   earlier turn's opinion (in the same chain);
+- ``copy_rate_beyond_claim``: the same with the claim's own 4-grams left out of both sides (rows that
+  carry their ``claim``): two agents that restate the claim while citing the same passage are not
+  copying each other, yet "Passage 1 states that Obama served two terms from 2009 to 2017" after "Passage
+  1 explicitly states that Obama served two terms from 2009 to 2017" counts under ``copy_rate``;
 - ``loop_rate``: turns with a sentence of >= 6 words that occurs twice in the same opinion;
 - ``cap_rate``: turns whose reply stopped at max_tokens (on any attempt);
 - ``flips_right`` / ``flips_wrong``: debates whose final verdict differs from the initial agent's (S0),
@@ -41,9 +45,11 @@ def ngrams(text: str, n: int = COPY_NGRAM) -> set[tuple[str, ...]]:
     return {tuple(w[i:i + n]) for i in range(len(w) - n + 1)}
 
 
-def is_copy(opinion: str, earlier: Sequence[str], n: int = COPY_NGRAM, share: float = COPY_SHARE) -> bool:
-    """True when >= ``share`` of ``opinion``'s word n-grams are in one of the ``earlier`` opinions."""
-    mine = ngrams(opinion, n)
+def is_copy(opinion: str, earlier: Sequence[str], n: int = COPY_NGRAM, share: float = COPY_SHARE,
+            ignore: set[tuple[str, ...]] = frozenset()) -> bool:
+    """True when >= ``share`` of ``opinion``'s word n-grams (less ``ignore``) are in one of the ``earlier``
+    opinions."""
+    mine = ngrams(opinion, n) - ignore
     if not mine:
         return False
     return any(len(mine & ngrams(e, n)) >= share * len(mine) for e in earlier)
@@ -66,12 +72,14 @@ def chain_stats(rows: Sequence[Mapping]) -> dict | None:
     """The measures above for prediction rows (``predictions.jsonl``) that carry a debate chain;
     None when no row does."""
     turns = copies = after_first = loops = capped = repaired = tokens = 0
+    own_copies = own_after = 0
     decided = flips_right = flips_wrong = 0
     for r in rows:
         chain = (r.get("detail") or {}).get("chain") or []
         if not chain:
             continue
         texts: list[str] = []
+        claim = ngrams(r["claim"]) if r.get("claim") else None
         for i, t in enumerate(chain):
             turns += 1
             capped += bool(t.get("capped"))
@@ -83,6 +91,9 @@ def chain_stats(rows: Sequence[Mapping]) -> dict | None:
             if i > 0:
                 after_first += 1
                 copies += is_copy(text, texts)
+                if claim is not None:
+                    own_after += 1
+                    own_copies += is_copy(text, texts, ignore=claim)
             loops += has_loop(text)
             texts.append(text)
         first = chain[0]
@@ -100,6 +111,7 @@ def chain_stats(rows: Sequence[Mapping]) -> dict | None:
         "debates": decided,
         "turns": turns,
         "copy_rate": round(copies / after_first, 4) if after_first else 0.0,
+        **({"copy_rate_beyond_claim": round(own_copies / own_after, 4)} if own_after else {}),
         "loop_rate": round(loops / turns, 4),
         "cap_rate": round(capped / turns, 4),
         "flips_right": flips_right,

@@ -160,6 +160,8 @@ def write_run(
             row["error"] = p.error
         if p.detail:
             row["detail"] = p.detail
+            if p.detail.get("chain"):
+                row["claim"] = item.claim  # chains.py tells restating the claim from copying an agent
         rows.append(row)
     with open(run_dir / PREDICTIONS_FILE, "w", encoding="utf-8") as fh:
         for row in rows:
