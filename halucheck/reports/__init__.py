@@ -293,8 +293,13 @@ def highlight(answer: str, claims: list[ClaimJSON], gaps: list[dict] | None = No
             pieces[-1]["text"] += answer[pos]
         else:
             pieces.append({"_key": key, "text": answer[pos], "claims": list(key[1])})
-    for p in pieces:
+    from halucheck.coverage import content_words
+
+    last: dict[int, int] = {}  # claim -> the last piece it colours: its number is shown there once
+    for k, p in enumerate(pieces):
         gap = p.pop("_key")[0]
+        if p["claims"] and not content_words(p["text"]):
+            p["claims"] = []  # only "The" or "." of a claim whose words are not checked: no colour
         verdicts = [claims[i].get("factuality") for i in p["claims"]]
         if gap:
             p["kind"] = "unchecked" if gap == "not checked" else "subjective"
@@ -302,5 +307,9 @@ def highlight(answer: str, claims: list[ClaimJSON], gaps: list[dict] | None = No
             p["kind"] = "false" if False in verdicts else "undecided" if None in verdicts else "true"
         else:
             p["kind"] = ""
-        p["numbers"] = [i + 1 for i in p["claims"]]
+        for i in p["claims"]:
+            last[i] = k
+    for k, p in enumerate(pieces):
+        p["numbers"] = [i + 1 for i in p["claims"] if last[i] == k]
+        p["claims"] = [i + 1 for i in p["claims"]]  # as the report numbers them
     return pieces
