@@ -203,7 +203,7 @@ class Pipeline:
         for start in range(0, len(todo), self.opts.batch_items):
             chunk = todo[start:start + self.opts.batch_items]
             t0 = time.perf_counter()
-            work = []  # (item_idx, item, segment, needs_filter)
+            work = []  # (item_idx, item, sentence, needs_filter, context for the extractor)
             saved: dict[int, list[tuple]] = {}
             for i, it in chunk:
                 if it.question and claim_stages.is_short_answer(it.answer):
@@ -214,8 +214,8 @@ class Pipeline:
                 text = it.answer[:cut] if cut else it.answer
                 needs = self.opts.subjective_filter == "on" or (
                     self.opts.subjective_filter == "auto" and claim_stages.looks_like_dialogue(text))
-                for seg in claim_stages.segments(text):
-                    work.append((i, it, seg, needs))
+                for seg, context in claim_stages.units(text, question=it.question):
+                    work.append((i, it, seg, needs, context))
             # a failed call fails its whole item: the item stays not done and is tried again later
             failed: dict[int, tuple[str, str]] = {}
             to_filter = [w for w in work if w[3]]
@@ -229,7 +229,7 @@ class Pipeline:
                 texts[id(w)] = f.value
             to_extract = [w for w in work if w[0] not in failed and texts[id(w)].strip()]
             extracted = claim_stages.extract_claims(
-                engine_x, [texts[id(w)] for w in to_extract], [w[1].question or "" for w in to_extract],
+                engine_x, [texts[id(w)] for w in to_extract], [w[4] for w in to_extract],
                 self.settings.sampling("extractor", claim_stages.EXTRACT_SAMPLING))
             per_item: dict[int, list] = {}
             for w, out in zip(to_extract, extracted):

@@ -1,8 +1,8 @@
 """How many of a labelled set's human-extracted claims the claim stage finds: the extractor's recall.
 
 Factcheck-GPT and FacTool-QA ship each response with the claims people extracted from it. The claim stage
-runs on every response exactly as in ``halucheck run`` (the short-answer rule, segments of whole sentences,
-the question as context), then each gold claim is matched against the claims extracted from the same
+runs on every response exactly as in ``halucheck run`` (the short-answer rule, one sentence per call with the
+question and the sentences before it as context), then each gold claim is matched against the claims extracted from the same
 response.
 
 **Match.** Two claims match when the F1 of their content-word sets (``coverage.content_words``: numbers,
@@ -94,9 +94,9 @@ def extract(engine: "Engine", responses: Sequence[Response], settings: "Settings
         if r.question and stages.is_short_answer(r.text):
             r.extracted = [f"{r.question} {r.text.strip()}"]
         else:
-            work += [(r, seg.text) for seg in stages.segments(r.text)]
-    outs = stages.extract_claims(engine, [t for _, t in work], [r.question for r, _ in work], sampling)
-    for (r, _), o in zip(work, outs):
+            work += [(r, seg.text, ctx) for seg, ctx in stages.units(r.text, question=r.question)]
+    outs = stages.extract_claims(engine, [t for _, t, _ in work], [c for _, _, c in work], sampling)
+    for (r, _, _), o in zip(work, outs):
         r.extracted += o.value or []
 
 
