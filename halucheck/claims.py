@@ -121,6 +121,21 @@ def units(text: str, max_words: int = 80, question: str | None = None) -> list[t
     return out
 
 
+def select(found: Sequence[tuple[str, Segment]]) -> list[tuple[str, Segment]]:
+    """An answer's claims from its sentences' extractions, each once (the first sentence that gave it):
+    small models also extract again from the sentences they were given as context. (Dropping claims
+    whose words are mostly in the context instead lost 2-3 points of recall of the people's claims on
+    the dev split, so only exact repeats go.)"""
+    seen: set[str] = set()
+    out = []
+    for claim, seg in found:
+        key = " ".join(claim.lower().rstrip(".").split())
+        if key not in seen:
+            seen.add(key)
+            out.append((claim, seg))
+    return out
+
+
 def _split_long(s: Segment, max_words: int) -> list[Segment]:
     spans = [m.span() for m in re.finditer(r"\S+", s.text)]
     if len(spans) <= max_words:

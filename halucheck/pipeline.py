@@ -241,7 +241,7 @@ class Pipeline:
             for i, it in chunk:
                 if i in saved or i in failed:
                     continue
-                found = per_item.get(i, [])
+                found = claim_stages.select(per_item.get(i, []))
                 if len(found) > self.opts.max_claims:
                     msg = (f"{len(found)} claims found; the first {self.opts.max_claims} are checked "
                            "(raise --max-claims to check more)")

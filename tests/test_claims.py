@@ -43,3 +43,12 @@ def test_make_queries_keeps_search_words_and_always_the_claim():
     engine = FakeEngine(responder=lambda r: {"queries": ["Is this claim true?", "Varenholt founding year. Is it correct?"]})
     (out,) = make_queries(engine, ["Varenholt was founded in 2009."])
     assert out.value == ["Varenholt founding year", "Varenholt was founded in 2009."]
+
+
+def test_an_answers_claims_are_kept_once_with_their_first_sentence():
+    from halucheck.claims import select, units
+
+    (s1, _), (s2, _) = units("Jack Dorsey is the CEO of Twitter. He co-founded Square.")
+    found = [("Jack Dorsey is the CEO of Twitter.", s1), ("Jack Dorsey co-founded Square.", s2),
+             ("jack dorsey is the CEO of  Twitter", s2)]  # extracted again from the context
+    assert select(found) == found[:2]

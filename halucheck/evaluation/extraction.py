@@ -94,10 +94,14 @@ def extract(engine: "Engine", responses: Sequence[Response], settings: "Settings
         if r.question and stages.is_short_answer(r.text):
             r.extracted = [f"{r.question} {r.text.strip()}"]
         else:
-            work += [(r, seg.text, ctx) for seg, ctx in stages.units(r.text, question=r.question)]
-    outs = stages.extract_claims(engine, [t for _, t, _ in work], [c for _, _, c in work], sampling)
-    for (r, _, _), o in zip(work, outs):
-        r.extracted += o.value or []
+            work += [(r, seg, ctx) for seg, ctx in stages.units(r.text, question=r.question)]
+    outs = stages.extract_claims(engine, [s.text for _, s, _ in work], [c for _, _, c in work], sampling)
+    found: dict[str, list] = {}
+    for (r, seg, _), o in zip(work, outs):
+        found.setdefault(r.id, []).extend((c, seg) for c in o.value or [])
+    for r in responses:
+        if r.id in found:
+            r.extracted = [c for c, _ in stages.select(found[r.id])]
 
 
 def score(responses: Sequence[Response], n_boot: int = N_BOOT) -> dict:
