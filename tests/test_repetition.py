@@ -151,3 +151,14 @@ def test_an_agent_may_repeat_the_claim_and_the_passages_names_and_numbers_only()
     q = quotable(Claim("The tower is in Berlin."), [Evidence("The Eiffel Tower stands in Paris since 1889."),
                                                      Evidence("Paris had 2,1 million people in 2020.")])
     assert q == "The tower is in Berlin.\nThe Eiffel Tower Paris 1889 2,1 2020"
+
+
+def test_penalties_spare_the_words_the_reply_may_quote():
+    # the claim's number is token 7; the other agents and the reply itself already used 7 and 8
+    p = tf._Penalties(SamplingParams(repetition_penalty=2.0, frequency_penalty=1.0), prompt=[7, 8], quote=[7])
+    p.add(7)
+    p.add(8)
+    row = torch.full((10,), 4.0)
+    p.apply(row, None)
+    assert row[7] == 4.0  # "2009" stays as likely as before: no reason to write "2008"
+    assert row[8] == 4.0 / 2.0 - 1.0  # any other word repeated is still penalised

@@ -437,14 +437,18 @@ class _Penalties:
         self.rep = float(sampling.repetition_penalty)
         self.freq = float(sampling.frequency_penalty)
         self.pres = float(sampling.presence_penalty)
-        self.seen: set[int] = set(prompt)  # prompt and reply: what repetition_penalty counts
+        # tokens the reply may quote (the claim, the passages' names and numbers) are never penalised:
+        # pushed off "2009" or "340", a small model writes "2008" or "341" and argues from it
+        self.free: frozenset[int] = frozenset(quote)
+        self.seen: set[int] = set(prompt) - self.free  # prompt and reply: what repetition_penalty counts
         self.counts: dict[int, int] = {}  # reply only: what frequency/presence penalties count
         n = int(sampling.no_repeat_ngram_size)
         self.ngrams = ngrams.NGramBan(n, prompt, quote) if n > 0 else None
 
     def add(self, token: int) -> None:
-        self.seen.add(token)
-        self.counts[token] = self.counts.get(token, 0) + 1
+        if token not in self.free:
+            self.seen.add(token)
+            self.counts[token] = self.counts.get(token, 0) + 1
         if self.ngrams is not None:
             self.ngrams.extend([token])
 
