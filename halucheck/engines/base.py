@@ -59,7 +59,8 @@ class Request:
     # engines define it); a string = only that text (e.g. the other agents' opinions) and the reply,
     # so the reply may still quote its evidence.
     avoid: str | None = None
-    # Text the reply may quote through that ban (the claim and its evidence): see engines/ngrams.py.
+    # Text the reply may repeat through that ban and the penalties (in a debate: the claim, and the
+    # passages' names and numbers): see engines/ngrams.py.
     quote: str | None = None
 
     def key(self, model: str = "") -> str:

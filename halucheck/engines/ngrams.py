@@ -7,8 +7,8 @@ The ban is applied only where the reply is free text: where the schema leaves at
 severity digit, a key) it never applies, so it shapes the prose and never tips a verdict; and it never
 bans every token the schema allows.
 
-A request may also name text the reply is free to quote (``Request.quote``: the claim and its evidence
-in a debate): a token of that text is never banned for repeating the prompt's n-grams (another agent's
+A request may also name text the reply is free to quote (``Request.quote``: in a debate the claim and the
+passages' names and numbers): a token of that text is never banned for repeating the prompt's n-grams (another agent's
 words), only for repeating the reply's own. Without it an agent that must not repeat another agent's
 sentence could not name what the claim names either, and small models then dodge the ban by gluing or
 bending words ("inParis", "EiffelTower", "is in French"). A reply still cannot loop, even on evidence.
