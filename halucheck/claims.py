@@ -1,8 +1,8 @@
 """The claim stages before the debate: subjective-sentence removal, claim extraction, search queries.
 
 Every stage is batch-first (a list of inputs -> one engine call with all their requests) with
-JSON-schema-constrained output. A long answer is split into segments of whole sentences (with character
-offsets) so the extractor sees a bounded text and the report can highlight each claim where it came from.
+JSON-schema-constrained output. The extractor reads an answer one sentence at a time (with character
+offsets, and the sentences before it as context), so the report can show each claim where it came from.
 """
 
 from __future__ import annotations
@@ -76,25 +76,6 @@ def sentences(text: str) -> list[Segment]:
             lead = len(raw) - len(raw.lstrip())
             out.append(Segment(stripped, start + lead, start + lead + len(stripped)))
         start = end
-    return out
-
-
-def segments(text: str, max_words: int = 80) -> list[Segment]:
-    """Group consecutive sentences into segments of at most ~``max_words`` words (a longer single
-    sentence is split on word boundaries), so every extraction prompt stays bounded in size."""
-    out: list[Segment] = []
-    cur: list[Segment] = []
-    words = 0
-    for s in sentences(text):
-        for piece in _split_long(s, max_words):
-            n = len(piece.text.split())
-            if cur and words + n > max_words:
-                out.append(Segment(text[cur[0].start:cur[-1].end], cur[0].start, cur[-1].end))
-                cur, words = [], 0
-            cur.append(piece)
-            words += n
-    if cur:
-        out.append(Segment(text[cur[0].start:cur[-1].end], cur[0].start, cur[-1].end))
     return out
 
 
