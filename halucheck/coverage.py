@@ -20,6 +20,7 @@ uncovered. That errs toward "not checked", the safe side for an audit.
 from __future__ import annotations
 
 import re
+from collections import Counter
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Sequence
@@ -101,21 +102,16 @@ def measure(answer: str, claims: Sequence[tuple[str, int, int]]) -> Coverage:
     """Coverage of ``answer`` by ``claims``: (claim text, start, end of the answer text it was located in)."""
     sents = sentences(answer)
     words_of = [content_words(s.text, s.start) for s in sents]
-    claim_norms = [{w.norm for w in content_words(text)} for text, _, _ in claims]
-    # per claim, the answer words it covers (indices into the flat word list)
     flat = [w for ws in words_of for w in ws]
-    covered_by: list[set[int]] = []
-    for (text, s, e), norms in zip(claims, claim_norms):
-        covered_by.append({k for k, w in enumerate(flat) if s <= w.start and w.end <= e and w.norm in norms})
-    owners: dict[int, int] = {}
-    for ks in covered_by:
-        for k in ks:
-            owners[k] = owners.get(k, 0) + 1
+    # per claim, the answer words of its located text (indices into ``flat``) and those it states
+    inside = [{k for k, w in enumerate(flat) if s <= w.start and w.end <= e} for _, s, e in claims]
+    stated = [{w.norm for w in content_words(text)} for text, _, _ in claims]
+    covered_by = [{k for k in ks if flat[k].norm in norms} for norms, ks in zip(stated, inside)]
+    owners = Counter(k for ks in covered_by for k in ks)
     spans = []
-    for (text, s, e), ks in zip(claims, covered_by):
-        inside = {k for k, w in enumerate(flat) if s <= w.start and w.end <= e}
+    for (text, s, e), ks, located in zip(claims, covered_by, inside):
         own = [k for k in ks if owners[k] == 1] or sorted(ks)
-        if not own or set(own) == inside:
+        if not own or set(own) == located:
             spans.append((s, e))
         else:
             spans.append((flat[min(own)].start, flat[max(own)].end))

@@ -137,9 +137,10 @@ def opinion_of(role: Role, reply: dict, n_evidence: int) -> str:
     return f"{text} (passages {refs})" if refs else text
 
 
+# " (passages [1], [3])": how opinion_of closes a grounded opinion that cited passages
+_PASSAGES = re.compile(r" \(passages (?:\[\d+\](?:, )?)+\)$")
 _FRAME = re.compile(r"^(Sides with (both agents|the Trust agent|the Skeptic agent): |Doubts )|"
-                    r" \((supported|contradicted|not stated)\):|"
-                    r" \(passages (\[\d+\](, )?)+\)$")
+                    r" \((supported|contradicted|not stated)\):|" + _PASSAGES.pattern)
 _FIRST_SENTENCE = re.compile(r"(?<=[.!?])\s")
 BRIEF_WORDS = 30
 
@@ -149,7 +150,7 @@ def brief(opinion: str, words: int = BRIEF_WORDS) -> str:
     passages it cited. Small models continue whatever long text they are shown; a short line gives them
     the point to answer, not a paragraph to copy."""
     body, refs = opinion, ""
-    m = re.search(r" \(passages (\[\d+\](, )?)+\)$", opinion)
+    m = _PASSAGES.search(opinion)
     if m:
         body, refs = opinion[: m.start()], m.group(0)
     first = _FIRST_SENTENCE.split(body.strip(), maxsplit=1)[0]
@@ -169,6 +170,12 @@ def quotable(claim: Claim, evidence: Sequence[Evidence]) -> str:
     common word is in them, and an agent could then copy another's sentence whole."""
     names = dict.fromkeys(m.group(0) for e in evidence for m in _NAME_OR_NUMBER.finditer(e.text))
     return claim.statement + "\n" + " ".join(list(names)[:QUOTABLE_WORDS])
+
+
+def cited_passages(opinion: str) -> set[int]:
+    """The passage numbers an opinion cited (what :func:`opinion_of` appended)."""
+    m = _PASSAGES.search(opinion)
+    return {int(n) for n in re.findall(r"\d+", m.group(0))} if m else set()
 
 
 def agent_words(role: str, opinion: str) -> str:

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 from collections import Counter
 from pathlib import Path
 from typing import TYPE_CHECKING, TypedDict
@@ -101,8 +100,10 @@ def build_results(store: "RunStore") -> list[ResultJSON]:
     out: list[tuple[int, ResultJSON]] = []
     for idx, item_id, line, question, answer, claims_done in store.query(
             "SELECT idx, id, line, question, answer, claims_done FROM items ORDER BY idx"):
+        rows = claims_by_item.get(idx, [])
+        cov = coverage.measure(answer, [(text, s, e) for _, text, _, s, e in rows])
         claims: list[ClaimJSON] = []
-        for cid, text, cq, s, e in claims_by_item.get(idx, []):
+        for (cid, text, cq, s, e), span in zip(rows, cov.spans):
             v: Verdict | None = verdicts.get(cid)
             c: ClaimJSON = {
                 "text": f"{cq} {text}" if cq else text,
@@ -112,7 +113,7 @@ def build_results(store: "RunStore") -> list[ResultJSON]:
                 "p_hallucinated": round(v.p_hallucinated, 4) if v and v.p_hallucinated is not None else None,
                 "evidence": cited(evidence.get(cid, []), v.chain if v else []),
                 "chain": [t.to_dict() for t in v.chain] if v else [],
-                "span": [s, e],
+                "span": list(span),
                 "sentence": [s, e],
                 "queries": queries.get(cid, []),
             }
@@ -121,9 +122,6 @@ def build_results(store: "RunStore") -> list[ResultJSON]:
             elif v.error:
                 c["error"] = v.error
             claims.append(c)
-        cov = coverage.measure(answer, [(text, s, e) for _, text, _, s, e in claims_by_item.get(idx, [])])
-        for c, span in zip(claims, cov.spans):
-            c["span"] = list(span)
         r: ResultJSON = {"id": item_id, "line": line, "question": question, "answer": answer,
                          **aggregate(claims),
                          "coverage": {"checked_share": cov.checked_share,
@@ -147,17 +145,15 @@ def build_results(store: "RunStore") -> list[ResultJSON]:
     return [r for _, r in out]
 
 
-_CITED = re.compile(r"\(passages ((?:\[\d+\](?:, )?)+)\)$")
-
-
 def cited(evidence: list, chain: list) -> list[EvidenceJSON]:
-    """The claim's passages, each with the number of debate turns that cited it ("(passages [1], [3])"
-    closes a grounded turn's opinion, debate/agents.py): what the agents found decisive."""
+    """The claim's passages, each with the number of debate turns that cited it (a grounded turn's
+    opinion closes with "(passages [1], [3])", debate/agents.py): what the agents found decisive."""
+    from halucheck.debate.agents import cited_passages
+
     counts: Counter = Counter()
     for t in chain:
-        m = _CITED.search(t.opinion or "") if t.factuality is not None else None
-        if m:
-            counts.update({int(n) for n in re.findall(r"\d+", m.group(1))})
+        if t.factuality is not None:
+            counts.update(cited_passages(t.opinion or ""))
     out = []
     for n, e in enumerate(evidence, 1):
         d: EvidenceJSON = e.to_dict()  # type: ignore[assignment]
@@ -274,27 +270,21 @@ def highlight(answer: str, claims: list[ClaimJSON], gaps: list[dict] | None = No
     """Split the answer into pieces for the report: text a claim states takes the colour of the worst
     verdict among the claims there; text no claim covers (``gaps``, coverage.py) is marked as such and
     never takes a claim's colour, even inside a claim's span; the rest is plain."""
-    n = len(answer)
-    owners: list[list[int]] = [[] for _ in range(n)]
-    for i, c in enumerate(claims):
-        s, e = c.get("span", [0, 0])
-        if 0 <= s < e <= n:
-            for pos in range(s, e):
-                owners[pos].append(i)
-    gap_kind: list[str] = [""] * n
-    for g in gaps or []:
-        if g["kind"] != "filler":
-            for pos in range(max(0, g["start"]), min(n, g["end"])):
-                gap_kind[pos] = g["kind"]
-    pieces: list[dict] = []
-    for pos in range(n):
-        key = (gap_kind[pos], tuple(owners[pos]) if not gap_kind[pos] else ())
-        if pieces and pieces[-1]["_key"] == key:
-            pieces[-1]["text"] += answer[pos]
-        else:
-            pieces.append({"_key": key, "text": answer[pos], "claims": list(key[1])})
     from halucheck.coverage import content_words
 
+    n = len(answer)
+    spans = [(i, *c.get("span", [0, 0])) for i, c in enumerate(claims)]
+    spans = [(i, s, e) for i, s, e in spans if 0 <= s < e <= n]
+    marked = [(max(0, g["start"]), min(n, g["end"]), g["kind"]) for g in gaps or [] if g["kind"] != "filler"]
+    cuts = sorted({0, n, *(x for _, s, e in spans for x in (s, e)), *(x for s, e, _ in marked for x in (s, e))})
+    pieces: list[dict] = []
+    for a, b in zip(cuts, cuts[1:]):  # every piece lies wholly inside or outside each span and gap
+        gap = next((kind for s, e, kind in marked if s <= a and b <= e), "")
+        owners = () if gap else tuple(i for i, s, e in spans if s <= a and b <= e)
+        if pieces and pieces[-1]["_key"] == (gap, owners):
+            pieces[-1]["text"] += answer[a:b]
+        else:
+            pieces.append({"_key": (gap, owners), "text": answer[a:b], "claims": list(owners)})
     last: dict[int, int] = {}  # claim -> the last piece it colours: its number is shown there once
     for k, p in enumerate(pieces):
         gap = p.pop("_key")[0]
