@@ -309,9 +309,10 @@ def _print_summary(summary: dict, out_dir: Path) -> None:
 
 def _eval_extraction(dataset, split, limit, out, config, profile, role, no_cache) -> None:
     from halucheck.evaluation.extraction import run_extraction_eval
+    from halucheck.evaluation.harness import default_out
 
     settings = _settings(config, profile, role)
-    out_dir = out or Path("runs") / "eval" / f"extraction-{settings.profile_for('extractor').name}-{'+'.join(dataset)}-{split}"
+    out_dir = out or default_out("extraction", dataset, split, settings.profile_for("extractor").name)
     try:
         result = run_extraction_eval(dataset, settings, out_dir, split=split, limit=limit, cache=not no_cache)
     finally:

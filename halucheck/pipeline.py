@@ -59,7 +59,8 @@ class RunOptions:
         return hashlib.sha256(json.dumps(payload, sort_keys=True, default=str).encode()).hexdigest()
 
 
-Progress = Callable[..., object]  # tqdm-like factory: progress(total=, desc=) -> bar with update()/close()
+Progress = Callable[..., object]  # tqdm-like factory: progress(total=, desc=) -> bar with total, update(),
+#                                   refresh(), set_postfix_str() and close()
 
 # How a model reply that never matched its schema is reported (engines/base.py, debate/agents.py)
 MODEL_REPLY_FAILURES = ("reply is not valid JSON", "reply violates the schema", "reply rejected")
@@ -74,6 +75,7 @@ def _null_progress(**_):
         total = 0
 
         def update(self, n=1): ...
+        def refresh(self): ...
         def close(self): ...
         def set_postfix_str(self, s): ...
     return _Bar()
@@ -367,8 +369,7 @@ class Pipeline:
         def on_turn(turns: int) -> None:
             if turns > least:
                 bar.total += 1
-                if hasattr(bar, "refresh"):
-                    bar.refresh()
+                bar.refresh()
             bar.update(1)
 
         buffer: list[tuple] = []
