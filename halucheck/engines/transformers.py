@@ -332,7 +332,7 @@ class _RowGuides:
         quotes: list[list[int]] | None = None,
     ) -> None:
         """``prompts``: per row, the tokens its repetition controls count as already seen (the prompt,
-        or the text the request asked to avoid); ``quotes``: the tokens its n-gram ban lets it quote."""
+        or the text the request asked to avoid); ``quotes``: the tokens its repetition controls let it repeat."""
         self.indexes = indexes
         self.max_tokens = max_tokens
         self.eos_ids = eos_ids
