@@ -1,4 +1,4 @@
-"""`halucheck run`: answers -> claims -> queries -> evidence -> debate -> verdicts -> reports.
+"""`halucheck run`: answers -> claims -> queries -> evidence -> verify (the debate by default) -> reports.
 
 Stages run over all pending work at once (batch-first), and results are written to the run database
 batch by batch. Started again with the same arguments, a run skips what is finished (items with claims,
@@ -17,13 +17,13 @@ from typing import Callable
 
 from halucheck import claims as claim_stages
 from halucheck.config import Settings
-from halucheck.debate import Agents, DebateConfig, DebateJob, Scheduler
-from halucheck.engines.base import SamplingParams
+from halucheck.debate import DebateConfig
 from halucheck.engines.cache import CachingEngine
 from halucheck.errors import InputError
 from halucheck.inputs import Item, read_input_bytes, read_items, truncation_point
-from halucheck.records import Claim, Evidence
+from halucheck.records import Check, Claim, Evidence
 from halucheck.runstore import RunStore
+from halucheck.verify import DEFAULT_BAND, VerifierOptions, get_verifier
 
 
 @dataclass
@@ -40,6 +40,9 @@ class RunOptions:
     top_k: int = 10
     max_claims: int = 64
     debate: DebateConfig = field(default_factory=DebateConfig)
+    verifier: str = "debate"  # a registered verifier, or a cascade such as "selfcheck,debate"
+    band: tuple[float, float] = DEFAULT_BAND  # a cascade's uncertainty band on P(hallucinated)
+    nli_model: str | None = None
     batch_items: int = 256  # answers per claims-stage batch (its results are one transaction)
     retries: int = 2  # passes over failed work after the first, within one run
     retry_backoff_s: float = 2.0  # wait before the first retry pass; doubles for each further pass
@@ -54,6 +57,8 @@ class RunOptions:
             "corpus": str(self.corpus.resolve()) if self.corpus else None,
             "use_context": self.use_context, "filter": self.subjective_filter, "top_k": self.top_k,
             "max_claims": self.max_claims, "debate": asdict(self.debate), "profiles": profiles,
+            **({"verifier": self.verifier, "band": list(self.band) if "," in self.verifier else None}
+               if self.verifier != "debate" else {}),
             "role_sampling": settings.role_sampling,
         }
         return hashlib.sha256(json.dumps(payload, sort_keys=True, default=str).encode()).hexdigest()
@@ -110,7 +115,9 @@ class Pipeline:
         opts.out.mkdir(parents=True, exist_ok=True)
         self.store = RunStore(opts.out / "run.duckdb", restart=restart)
         settings.wrap = lambda engine: CachingEngine(engine, self.store)
-        self.agents = Agents(settings)
+        self.verifier = get_verifier(opts.verifier, VerifierOptions(debate=opts.debate, band=opts.band,
+                                                                    nli_model=opts.nli_model))
+        self.verifier.check()
         self._corpus = None
 
     # -- the run ---------------------------------------------------------------------------------
@@ -132,7 +139,7 @@ class Pipeline:
                 time.sleep(delay)
             self.extract_claims(items)
             self.gather_evidence(items)
-            self.debate()
+            self.verify()
         from halucheck import reports
 
         results = reports.build_results(self.store)
@@ -155,7 +162,7 @@ class Pipeline:
     def pending(self) -> Pending:
         (items,), = self.store.query("SELECT count(*) FROM items WHERE NOT claims_done")
         (evidence,), = self.store.query("SELECT count(*) FROM claims WHERE NOT evidence_done")
-        return Pending(items, evidence, len(self._debate_todo()))
+        return Pending(items, evidence, len(self._verify_todo()))
 
     def close(self) -> None:
         self.store.close()
@@ -332,53 +339,52 @@ class Pipeline:
             self._ctx = (idx, retrieval.PassageIndex.from_text(context, source=f"context:{idx}"))
         return self._ctx[1]
 
-    # -- stage 3: debate ---------------------------------------------------------------------------
-    def _debate_todo(self) -> list[tuple]:
-        """Claims with evidence and no clean verdict: never debated, no valid verdict, or a failed turn
+    # -- stage 3: verify ---------------------------------------------------------------------------
+    def _verify_todo(self) -> list[tuple]:
+        """Claims with evidence and no clean verdict: never verified, no valid verdict, or a failed turn
         (the valid turns of a failed debate come back from the reply cache; only failed calls are asked)."""
         return self.store.query(
             "SELECT c.claim_id, c.text, c.question, v.claim_id IS NOT NULL FROM claims c LEFT JOIN verdicts v "
             "USING (claim_id) WHERE c.evidence_done AND (v.claim_id IS NULL OR v.factuality IS NULL OR c.claim_id IN "
             "(SELECT claim_id FROM turns WHERE error IS NOT NULL)) ORDER BY c.item_idx, c.ordinal")
 
-    def debate(self) -> None:
-        rows = self._debate_todo()
+    def verify(self) -> None:
+        rows = self._verify_todo()
         if not rows:
             return
         evidence = self.store.evidence_for_many([r[0] for r in rows])
-        # identical claims (same statement and evidence) are debated once; every claim id gets the verdict
-        jobs: list[DebateJob] = []
+        # identical claims (same statement and evidence) are verified once; every claim id gets the verdict
+        checks: list[Check] = []
         claim_ids: list[list[str]] = []
         first: dict[str, int] = {}
-        debated_before = {r[0] for r in rows if r[3]}
+        verified_before = {r[0] for r in rows if r[3]}
         for cid, text, question, _ in rows:
-            job = DebateJob(Claim(text, question), tuple(evidence.get(cid, ())))
-            k = job.key()
+            check = Check(Claim(text, question), tuple(evidence.get(cid, ())))
+            k = check.key()
             if k in first:
                 claim_ids[first[k]].append(cid)
             else:
-                first[k] = len(jobs)
-                jobs.append(job)
+                first[k] = len(checks)
+                checks.append(check)
                 claim_ids.append([cid])
-        # one step per agent call: the first minutes of a run are calls, not finished claims. The total is
-        # the calls every debate needs at least, raised as debates go on past their minimum.
-        least = 1 + 3 * self.opts.debate.min_rounds
-        bar = self.progress(total=len(jobs) * least, desc="debate   ", unit="call")
+        # one step per LLM call: the first minutes of a run are calls, not finished claims. The total is
+        # the calls every claim needs at least, raised as claims (debates) go on past their minimum.
+        least = self.verifier.least_calls()
+        bar = self.progress(total=len(checks) * least, desc=f"{self.verifier.name[:9]:<9}", unit="call")
         claims_done = [0]
 
-        def on_turn(turns: int) -> None:
-            if turns > least:
+        def on_call(calls: int) -> None:
+            if calls > least:
                 bar.total += 1
                 bar.refresh()
             bar.update(1)
 
         buffer: list[tuple] = []
         last = [time.perf_counter()]
-        failed_turns = [0]
 
-        def flush(stats: tuple | None = None) -> None:
+        def flush(stats: list[tuple] = ()) -> None:
             if buffer or stats:
-                self.store.save_verdicts(buffer, stats, replace=debated_before)
+                self.store.save_verdicts(buffer, stats, replace=verified_before)
             claims_done[0] += len(buffer)
             bar.set_postfix_str(f"{claims_done[0]}/{len(rows)} claims")
             buffer.clear()
@@ -387,15 +393,12 @@ class Pipeline:
         def on_verdict(i, verdict):
             # the verdict is only read from here on, so its twins share it rather than copy it
             buffer.extend((cid, verdict) for cid in claim_ids[i])
-            failed_turns[0] += sum(t.error is not None for t in verdict.chain)
             if len(buffer) >= VERDICT_BATCH or time.perf_counter() - last[0] > VERDICT_FLUSH_S:
                 flush()
 
-        sched = Scheduler(self.agents, self.opts.debate, on_verdict=on_verdict, on_turn=on_turn)
-        sched.run(jobs)
-        s = sched.stats
-        flush(("debate", s.llm_calls, s.prompt_tokens, s.completion_tokens, s.cached_tokens, s.wall_s,
-               failed_turns[0]))
+        self.verifier.verify(checks, self.settings, on_verdict=on_verdict, on_call=on_call)
+        flush([(name, c.llm_calls, c.prompt_tokens, c.completion_tokens, c.cached_tokens, c.wall_s, c.failed_calls)
+               for name, c in self.verifier.costs.items()])
         bar.close()
 
 

@@ -5,6 +5,8 @@ The JSON field names produced by ``to_dict`` are a contract read by reports, tes
 
 from __future__ import annotations
 
+import hashlib
+import json
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -39,6 +41,19 @@ class Claim:
         return f"{self.question} {self.text}" if self.question else self.text
 
 
+@dataclass(frozen=True)
+class Check:
+    """One claim to verify with the evidence every verifier is shown for it."""
+
+    claim: Claim
+    evidence: tuple[Evidence, ...] = ()
+
+    def key(self) -> str:
+        """Identical claims (same statement, same evidence texts) share a key and are verified once."""
+        payload = json.dumps([self.claim.statement, [e.text for e in self.evidence]], ensure_ascii=False)
+        return hashlib.sha256(payload.encode()).hexdigest()
+
+
 @dataclass
 class Turn:
     """One agent's turn in the debate chain. ``error`` is set, and the verdict fields are None,
@@ -57,6 +72,7 @@ class Turn:
     p_factual: float | None = None  # the agent's probability of factuality=true (token logprobs)
     capped: bool = False  # the reply stopped at max_tokens (some attempt did)
     repaired: str | None = None  # how inconsistent verdict fields were mended (e.g. "severity 2 -> 0")
+    verifier: str = "debate"  # the verifier whose call this was (a single-agent baseline has one S0 turn)
 
     @property
     def ok(self) -> bool:
@@ -78,15 +94,20 @@ class Turn:
             d["repaired"] = self.repaired
         if self.error:
             d["error"] = self.error
+        if self.verifier != "debate":
+            d["verifier"] = self.verifier
         return d
 
 
 @dataclass
 class Verdict:
-    """The outcome for one claim: the last Leader's judgement plus the full chain of turns.
+    """The outcome for one claim: the deciding verifier's judgement plus its trace of turns.
 
-    ``p_hallucinated`` pools every valid turn's probability (see ``halucheck.scoring.pool``);
-    ``confidence`` is the pooled probability of the side the verdict took.
+    For the debate: the last Leader's judgement and the whole chain; ``p_hallucinated`` pools every valid
+    turn's probability (see ``halucheck.scoring.pool``). For a single-agent verifier: its one turn, its
+    score; ``error_severity`` is None there (those verifiers do not rate severity). ``confidence`` is the
+    probability of the side the verdict took. In a cascade (``halucheck.verify.Cascade``) the chain also
+    holds the earlier stages' turns, each turn naming its verifier; ``verifier`` names the stage that decided.
     """
 
     factuality: bool | None
@@ -97,6 +118,7 @@ class Verdict:
     consensus: bool = False
     error: str | None = None
     p_hallucinated: float | None = None  # the chain's pooled probability that the claim is not factual
+    verifier: str = "debate"  # which verifier decided
 
     @property
     def prompt_tokens(self) -> int:
@@ -115,10 +137,11 @@ class Verdict:
             "rounds": self.rounds,
             "consensus": self.consensus,
             "chain": [t.to_dict() for t in self.chain],
+            "verifier": self.verifier,
         }
         if self.error:
             d["error"] = self.error
         return d
 
 
-__all__ = ["Claim", "Evidence", "Role", "State", "Turn", "Verdict"]
+__all__ = ["Check", "Claim", "Evidence", "Role", "State", "Turn", "Verdict"]

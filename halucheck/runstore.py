@@ -72,6 +72,14 @@ MIGRATIONS: list[tuple[str, str]] = [
         ALTER TABLE stage_stats ADD COLUMN failed_calls INTEGER DEFAULT 0;
         """,
     ),
+    (
+        # which verifier made each turn and decided each verdict (a cascade has several); NULL: the debate
+        "004_verifier",
+        """
+        ALTER TABLE turns ADD COLUMN verifier VARCHAR;
+        ALTER TABLE verdicts ADD COLUMN verifier VARCHAR;
+        """,
+    ),
 ]
 
 MAX_DEFER_S = 1.0  # the longest a deferred LLM reply waits for a transaction to be written in
@@ -339,10 +347,10 @@ class RunStore:
     def save_verdict(self, claim_id: str, v: Verdict) -> None:
         self.save_verdicts([(claim_id, v)], replace={claim_id})
 
-    def save_verdicts(self, verdicts: list[tuple[str, Verdict]], stats: tuple | None = None,
+    def save_verdicts(self, verdicts: list[tuple[str, Verdict]], stats: list[tuple] = (),
                       replace: set[str] | None = None) -> None:
         """Verdicts with their chains of turns in one transaction; the earlier attempt of a claim in
-        ``replace`` (claims debated before) is deleted first."""
+        ``replace`` (claims verified before) is deleted first; ``stats``: stage_stats rows (one per verifier)."""
         ids = [cid for cid, _ in verdicts if cid in (replace or ())]
         self._tx([
             ("DELETE FROM turns WHERE claim_id IN (SELECT unnest(?))", [ids] if ids else [], ONCE),
@@ -350,13 +358,13 @@ class RunStore:
             (Rows("turns", TURN_COLUMNS,
                   [(cid, i, t.state, t.role, t.opinion, t.factuality, t.error_severity, t.error,
                     t.prompt_tokens, t.completion_tokens, t.cached_tokens, t.latency_s, t.p_factual, t.capped,
-                    t.repaired)
+                    t.repaired, t.verifier)
                    for cid, v in verdicts for i, t in enumerate(v.chain)]),),
             (Rows("verdicts", VERDICT_COLUMNS,
                   [(cid, v.factuality, v.error_severity, v.confidence, v.rounds, v.consensus, v.error,
-                    v.p_hallucinated)
+                    v.p_hallucinated, v.verifier)
                    for cid, v in verdicts]),),
-            *self._stats_statement(stats),
+            *(q for row in stats for q in self._stats_statement(row)),
         ])
 
     def add_stage_stats(self, stage: str, calls: int, prompt_tokens: int, completion_tokens: int,
@@ -407,21 +415,22 @@ class RunStore:
         chains: dict[str, list[Turn]] = {}
         for cid, *turn in self.query(
                 "SELECT claim_id, state, role, opinion, factuality, error_severity, error, prompt_tokens, "
-                "completion_tokens, cached_tokens, latency_s, p_factual, coalesce(capped, FALSE), repaired "
-                "FROM turns ORDER BY claim_id, ordinal"):
+                "completion_tokens, cached_tokens, latency_s, p_factual, coalesce(capped, FALSE), repaired, "
+                "coalesce(verifier, 'debate') FROM turns ORDER BY claim_id, ordinal"):
             chains.setdefault(cid, []).append(Turn(*turn))
-        return {cid: Verdict(f, sev, conf, chains.get(cid, []), rounds, consensus, err, p_h)
-                for cid, f, sev, conf, rounds, consensus, err, p_h in self.query(
+        return {cid: Verdict(f, sev, conf, chains.get(cid, []), rounds, consensus, err, p_h, who)
+                for cid, f, sev, conf, rounds, consensus, err, p_h, who in self.query(
                     "SELECT claim_id, factuality, error_severity, confidence, rounds, consensus, error, "
-                    "p_hallucinated FROM verdicts")}
+                    "p_hallucinated, coalesce(verifier, 'debate') FROM verdicts")}
 
 
 CACHE_COLUMNS = ("key", "tag", "text", "parsed", "prompt_tokens", "completion_tokens", "cached_tokens", "attempts",
                  "latency_s")
 TURN_COLUMNS = ("claim_id", "ordinal", "state", "role", "opinion", "factuality", "error_severity", "error",
-                "prompt_tokens", "completion_tokens", "cached_tokens", "latency_s", "p_factual", "capped", "repaired")
+                "prompt_tokens", "completion_tokens", "cached_tokens", "latency_s", "p_factual", "capped", "repaired",
+                "verifier")
 VERDICT_COLUMNS = ("claim_id", "factuality", "error_severity", "confidence", "rounds", "consensus", "error",
-                   "p_hallucinated")
+                   "p_hallucinated", "verifier")
 
 
 class Rows:

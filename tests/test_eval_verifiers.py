@@ -188,6 +188,28 @@ def test_debate_verifier_runs_the_scheduler_with_the_items_evidence():
     assert max(eng.batch_sizes) == 3  # the three debates advance together
 
 
+@pytest.mark.parametrize("p, reached", [(0.6, 3), (0.99, 0)])
+def test_cascade_sends_on_only_the_claims_inside_the_band(p, reached):
+    eng = LogprobEngine(p, reply={"reasoning": "r", "factuality": False, "error_severity": 3, "opinion": "No."})
+    v = get_verifier("selfcheck,debate", VerifierOptions(debate=DebateConfig(min_rounds=1, max_rounds=1)))
+    preds = v.predict(items(3), settings_with(eng))
+    assert v.describe()["stages"] == {"selfcheck": {"claims": 3, "llm_calls": 3},
+                                      **({"debate": {"claims": 3, "llm_calls": 3 * 4}} if reached else {})}
+    assert len(eng.requests) == 3 + 4 * reached
+    decided = [p.detail["verifier"] for p in preds]
+    assert decided == ["debate" if reached else "selfcheck"] * 3
+    assert all(p.prediction is True for p in preds)
+
+
+def test_cascade_spelling_errors_name_the_fix():
+    with pytest.raises(ConfigError, match="Did you mean 'debate'"):
+        get_verifier("selfcheck,debat")
+    with pytest.raises(ConfigError, match="selfcheck,debate"):
+        get_verifier("selfcheck,")
+    with pytest.raises(ConfigError, match="0 <= LO <= HI <= 1"):
+        get_verifier("selfcheck,debate", VerifierOptions(band=(0.8, 0.2)))
+
+
 def test_invalid_replies_make_the_item_missing():
     eng = FakeEngine(responder=lambda req: "not json at all")
     preds = get_verifier("selfcheck").predict(items(2), settings_with(eng))
@@ -224,7 +246,9 @@ class FakeCrossEncoder:
 
 
 def test_nli_uses_max_entailment_over_passages(monkeypatch, tmp_path):
-    monkeypatch.setattr(verifiers, "load_cross_encoder", lambda path: FakeCrossEncoder())
+    from halucheck import nli
+
+    monkeypatch.setattr(nli, "load_cross_encoder", lambda path: FakeCrossEncoder())
     its = items(2, evidence=("Paris is in France.", "Berlin is in Germany."))
     its[1].claim = "Rome is in Italy."
     its[0].claim = "Paris is in France."

@@ -1,6 +1,7 @@
 """`halucheck run` with the fake engine: every stage, aggregation, resume after a crash, bad input."""
 
 import json
+import math
 import re
 
 import pytest
@@ -251,3 +252,54 @@ def test_debate_progress_counts_calls_and_ends_at_the_calls_made(tmp_path, engin
     # every agent call moved the bar, and the total grew to exactly the calls made
     assert bar.n == bar.total == summary["stages"]["debate"]["llm_calls"] >= bar.first_total
     assert bar.postfix == f"{summary['claims']}/{summary['claims']} claims"
+
+
+class JudgeEngine(FakeEngine):
+    """Answers the judges too: selfcheck says false for Berlin/1887, and is unsure (token probability
+    0.6) about 1889; its decision token carries that probability as a logprob."""
+
+    def _complete(self, requests):
+        out = super()._complete(requests)
+        for req, res in zip(requests, out):
+            if req.logprobs and res.error is None:
+                p = 0.6 if "1889" in req.messages[-1]["content"] else 0.99
+                toks = re.findall(r"\s*(?:\w+|[^\w\s])", res.text)
+                res.logprobs = [(t, math.log(p) if t.strip() in ("true", "false") else 0.0) for t in toks]
+        return out
+
+
+def judge_responder(request):
+    if request.tag == "eval:selfcheck":
+        user = request.messages[-1]["content"].split("[evidences]", 1)[1]
+        return {"reasoning": "compared", "factuality": "Berlin" not in user and "1887" not in user}
+    return responder(request)
+
+
+def test_run_with_a_judge_and_with_a_cascade(tmp_path, engine):
+    engine["engine"] = JudgeEngine(responder=judge_responder, max_batch=16)
+    path = write_input(tmp_path, ANSWERS)
+    summary, results = run(tmp_path, path, out="judge", verifier="selfcheck")
+    claims = {c["text"]: c for r in results for c in r["claims"]}
+    assert all(c["verifier"] == "selfcheck" and len(c["chain"]) == 1 and c["chain"][0]["verifier"] == "selfcheck"
+               for c in claims.values())
+    berlin = claims["The Eiffel Tower is in Berlin."]
+    assert berlin["factuality"] is False and berlin["error_severity"] is None  # judges do not rate severity
+    assert berlin["p_hallucinated"] == pytest.approx(0.99) and berlin["chain"][0]["opinion"] == "compared"
+    assert claims["It was completed in 1889."]["p_hallucinated"] == pytest.approx(0.4)
+    assert set(summary["stages"]) == {"claims", "queries", "selfcheck"}
+    assert {r["id"]: r["hallucinated"] for r in results} == {"tower": True, "short": False, "chat": True}
+    assert "decided by selfcheck" in (tmp_path / "judge" / "report.html").read_text()
+
+    # the cascade sends on only the claim selfcheck scored inside the band (0.4 in [0.2, 0.8])
+    summary, results = run(tmp_path, path, out="cascade", verifier="selfcheck,debate")
+    claims = {c["text"]: c for r in results for c in r["claims"]}
+    unsure = claims["It was completed in 1889."]
+    assert unsure["verifier"] == "debate" and unsure["chain"][0]["verifier"] == "selfcheck"
+    assert [t.get("verifier", "debate") for t in unsure["chain"][1:]] == ["debate"] * (len(unsure["chain"]) - 1)
+    assert unsure["factuality"] is True and unsure["error_severity"] == 0  # the debate's verdict
+    assert all(c["verifier"] == "selfcheck" for t, c in claims.items() if t != unsure["text"])
+    assert summary["decided_by"] == {"selfcheck": len(claims) - 1, "debate": 1}
+    assert summary["stages"]["debate"]["llm_calls"] >= 4 and summary["stages"]["selfcheck"]["llm_calls"] == len(claims)
+    # a narrower band keeps every claim at the first stage; the band is part of the run's fingerprint
+    summary, results = run(tmp_path, path, out="narrow", verifier="selfcheck,debate", band=(0.45, 0.55))
+    assert summary["decided_by"] == {"selfcheck": len(claims)} and "debate" not in summary["stages"]

@@ -17,8 +17,6 @@ Identical claims (same statement and evidence) are debated once and share the ve
 from __future__ import annotations
 
 import copy
-import hashlib
-import json
 import time
 from collections import defaultdict, deque
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
@@ -27,7 +25,7 @@ from typing import Callable, Generator, Sequence
 
 from halucheck.debate.agents import AgentCall, Agents, turn_from_result
 from halucheck.debate.rounds import DebateConfig, debate
-from halucheck.records import Claim, Evidence, Turn, Verdict
+from halucheck.records import Check, Claim, Evidence, Turn, Verdict
 
 # Debates kept in flight per batch slot of a batch engine. With one batch's worth, debates that finish
 # early leave batches half empty: 256 claims at max_batch 64 took 44 engine steps for 2305 calls; with 4,
@@ -35,16 +33,7 @@ from halucheck.records import Claim, Evidence, Turn, Verdict
 IN_FLIGHT_PER_SLOT = 4
 
 
-@dataclass(frozen=True)
-class DebateJob:
-    """One claim to debate with its evidence."""
-
-    claim: Claim
-    evidence: Sequence[Evidence] = ()
-
-    def key(self) -> str:
-        payload = json.dumps([self.claim.statement, [e.text for e in self.evidence]], ensure_ascii=False)
-        return hashlib.sha256(payload.encode()).hexdigest()
+DebateJob = Check  # one claim to debate with its evidence
 
 
 @dataclass

@@ -75,7 +75,8 @@ def chain_stats(rows: Sequence[Mapping]) -> dict | None:
     own_copies = own_after = 0
     decided = flips_right = flips_wrong = 0
     for r in rows:
-        chain = (r.get("detail") or {}).get("chain") or []
+        # the debate's own turns (a single-agent verifier's turn, or a cascade's earlier stages, name theirs)
+        chain = [t for t in (r.get("detail") or {}).get("chain") or [] if t.get("verifier", "debate") == "debate"]
         if not chain:
             continue
         texts: list[str] = []

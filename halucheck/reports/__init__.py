@@ -28,6 +28,7 @@ class ClaimJSON(TypedDict, total=False):
     error_severity: int | None
     confidence: float
     p_hallucinated: float | None  # the verifier's probability that the claim is not factual
+    verifier: str  # the verifier that decided (in a cascade, the last stage that saw the claim)
     evidence: list[EvidenceJSON]
     chain: list[dict]
     span: list[int]  # [start, end] of the answer text the claim states (coverage.py)
@@ -111,6 +112,7 @@ def build_results(store: "RunStore") -> list[ResultJSON]:
                 "error_severity": v.error_severity if v else None,
                 "confidence": round(v.confidence, 4) if v else 0.0,
                 "p_hallucinated": round(v.p_hallucinated, 4) if v and v.p_hallucinated is not None else None,
+                "verifier": v.verifier if v else None,
                 "evidence": cited(evidence.get(cid, []), v.chain if v else []),
                 "chain": [t.to_dict() for t in v.chain] if v else [],
                 "span": list(span),
@@ -226,6 +228,7 @@ def summarize(results: list[ResultJSON], store: "RunStore", since=None) -> dict:
         "claims": len(claims),
         "false_claims": sum(c.get("factuality") is False for c in claims),
         "undecided_claims": sum(c.get("factuality") is None for c in claims),
+        "decided_by": dict(Counter(c["verifier"] for c in claims if c.get("verifier") and c.get("factuality") is not None)),
         # answers with text no claim states (coverage.py): the extractor dropped a fact there
         "answers_with_unchecked_text": sum(any(g["kind"] == "not checked" for g in (r.get("coverage") or {}).get("gaps", []))
                                            for r in readable),

@@ -1,0 +1,242 @@
+"""The verify stage that ``halucheck run`` and ``halucheck eval`` share: verifiers, their registry, cascades.
+
+A verifier takes claims with their evidence (:class:`~halucheck.records.Check`) and returns one
+:class:`~halucheck.records.Verdict` per claim, in order: factuality, severity (where the verifier rates
+it), P(hallucinated), and its trace as turns. It is batch-first: every LLM call goes through the engines
+of ``settings`` (one ``generate`` call per step for all claims, or the debate's scheduler), so an engine
+always sees a full batch, the run's reply cache and the eval's meter see every call.
+
+Registry (name: module; ``halucheck eval --verifier`` and ``halucheck run --verifier`` take the same names):
+
+- ``debate`` (default): the Markov-chain multi-agent debate (``halucheck.debate.verifier``).
+- ``selfcheck``, ``selfcheck-3shot``, ``judge-likert``, ``prometheus``, ``lynx``, ``consistency``:
+  single-agent judges on the ``initial`` role's profile (``halucheck.judges``).
+- ``nli``: a local CrossEncoder NLI model, no LLM (``halucheck.nli``).
+
+A **cascade** (``"selfcheck,debate"``) runs its first verifier on every claim and sends on to the next
+only the claims it is unsure of: no valid verdict, or P(hallucinated) inside the band ``[lo, hi]``. The
+verdict of a claim is the last stage's that saw it; its chain holds every stage's turns, each turn naming
+its verifier. See :data:`DEFAULT_BAND` for how the default band was chosen.
+"""
+
+from __future__ import annotations
+
+import difflib
+import importlib
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Callable, Sequence
+
+from halucheck.debate.rounds import DebateConfig
+from halucheck.errors import ConfigError
+from halucheck.records import Check, Verdict
+
+if TYPE_CHECKING:
+    from halucheck.config import Settings
+
+OnVerdict = Callable[[int, Verdict], None]  # (index of the check, its final verdict), as each one is decided
+OnCall = Callable[[int], None]  # after every LLM call: how many calls that claim has had so far
+
+# The cascade's default uncertainty band on P(hallucinated): claims the first verifier scores inside it go on.
+# Chosen on the dev split of Factcheck-GPT and WiCE (1.5B) by replaying selfcheck's and the debate's
+# predictions; docs/eval-comparison.md has the sweep.
+DEFAULT_BAND = (0.2, 0.8)
+
+
+@dataclass(frozen=True)
+class VerifierOptions:
+    """Settings the verifiers share: the debate's configuration, the consistency verifier's samples,
+    the judges' reply budget, the NLI model folder and a cascade's band."""
+
+    debate: DebateConfig = field(default_factory=DebateConfig)
+    samples: int = 3  # sampled verdicts for ``consistency``
+    sample_temperature: float = 0.7
+    seed: int = 0
+    max_tokens: int = 256
+    nli_model: str | None = None
+    band: tuple[float, float] = DEFAULT_BAND
+
+
+@dataclass
+class Cost:
+    """What one verifier spent in its last ``verify``: LLM calls (retries included), tokens, seconds."""
+
+    claims: int = 0
+    llm_calls: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cached_tokens: int = 0
+    failed_calls: int = 0
+    wall_s: float = 0.0
+
+    def add_results(self, results) -> None:
+        """Count engine Results (a reply from the run's cache spent nothing now)."""
+        for r in results:
+            self.llm_calls += r.attempts
+            self.failed_calls += r.error is not None
+            if r.attempts:
+                self.prompt_tokens += r.prompt_tokens
+                self.completion_tokens += r.completion_tokens
+                self.cached_tokens += r.cached_tokens
+
+
+class Verifier:
+    """Base class. ``verify(checks, settings)`` returns one Verdict per check, in order; ``costs`` then
+    says what each stage spent (one entry, this verifier's name, except for a cascade)."""
+
+    name: str = ""
+    uses_llm: bool = True
+
+    def __init__(self, options: VerifierOptions | None = None) -> None:
+        self.options = options or VerifierOptions()
+        self.costs: dict[str, Cost] = {}
+
+    def verify(self, checks: Sequence[Check], settings: "Settings | None",
+               on_verdict: OnVerdict | None = None, on_call: OnCall | None = None) -> list[Verdict]:
+        raise NotImplementedError  # pragma: no cover
+
+    def least_calls(self) -> int:
+        """The LLM calls one claim costs at least (for progress bars)."""
+        return 1 if self.uses_llm else 0
+
+    def describe(self) -> dict:
+        """The settings that shaped this verifier's verdicts (written to metrics.json)."""
+        return {}
+
+    def check(self) -> None:
+        """Raise a HalucheckError before any work when the verifier cannot run as configured."""
+
+
+def verdict_from_score(name: str, hallucinated: bool, p_hallucinated: float, turn) -> Verdict:
+    """The Verdict of a single-agent verifier: its decision, its score, its one turn as the trace."""
+    confidence = p_hallucinated if hallucinated else 1.0 - p_hallucinated
+    return Verdict(factuality=not hallucinated, error_severity=None, confidence=confidence, chain=[turn],
+                   p_hallucinated=p_hallucinated, verifier=name)
+
+
+def failed_verdict(name: str, error: str, turn=None) -> Verdict:
+    return Verdict(None, None, 0.0, chain=[turn] if turn is not None else [], error=error, verifier=name)
+
+
+class Cascade(Verifier):
+    """Verifiers in order; each later one sees only the claims the one before is unsure of."""
+
+    def __init__(self, stages: Sequence[Verifier], band: tuple[float, float] = DEFAULT_BAND) -> None:
+        lo, hi = band
+        if not 0.0 <= lo <= hi <= 1.0:
+            raise ConfigError(f"cascade band {lo},{hi}: give LO,HI with 0 <= LO <= HI <= 1 (e.g. 0.2,0.8)")
+        if len(stages) < 2:
+            raise ConfigError("a cascade needs two verifiers or more, e.g. selfcheck,debate")
+        super().__init__(stages[-1].options)
+        self.stages, self.band = list(stages), (lo, hi)
+        self.name = ",".join(s.name for s in self.stages)
+        self.uses_llm = any(s.uses_llm for s in self.stages)
+        self.reached: dict[str, int] = {}
+
+    def unsure(self, verdict: Verdict | None) -> bool:
+        lo, hi = self.band
+        return verdict is None or verdict.p_hallucinated is None or lo <= verdict.p_hallucinated <= hi
+
+    def least_calls(self) -> int:
+        return self.stages[0].least_calls()
+
+    def describe(self) -> dict:
+        """The stages, the band, and after a run how many claims reached each stage and what each spent."""
+        return {"cascade": [s.name for s in self.stages], "band": list(self.band),
+                **{k: v for s in self.stages for k, v in s.describe().items()},
+                **({"stages": {name: {"claims": n, "llm_calls": self.costs[name].llm_calls if name in self.costs else 0}
+                               for name, n in self.reached.items()}} if self.reached else {})}
+
+    def check(self) -> None:
+        for s in self.stages:
+            s.check()
+
+    def verify(self, checks, settings, on_verdict=None, on_call=None):
+        verdicts: list[Verdict | None] = [None] * len(checks)
+        todo = list(range(len(checks)))
+        self.reached, self.costs = {}, {}
+        for k, stage in enumerate(self.stages):
+            last = k == len(self.stages) - 1
+            self.reached[stage.name] = len(todo)
+
+            def merged(i: int, v: Verdict) -> Verdict:
+                before = verdicts[i].chain if verdicts[i] is not None else []
+                return Verdict(v.factuality, v.error_severity, v.confidence, before + v.chain, v.rounds,
+                               v.consensus, v.error, v.p_hallucinated, v.verifier)
+
+            def emit(j: int, v: Verdict, todo=todo, last=last) -> None:
+                if on_verdict is not None and (last or not self.unsure(v)):
+                    on_verdict(todo[j], merged(todo[j], v))
+
+            out = stage.verify([checks[i] for i in todo], settings, on_verdict=emit, on_call=on_call)
+            self.costs.update(stage.costs)
+            for i, v in zip(todo, out):
+                verdicts[i] = merged(i, v)
+            todo = [i for i, v in zip(todo, out) if self.unsure(v)]
+            if not todo:
+                break
+        return verdicts  # type: ignore[return-value]
+
+
+# ---------------------------------------------------------------- registry
+
+# name -> "module:Class" (imported when used) or a factory taking VerifierOptions (registered at run time)
+_REGISTRY: dict[str, str | Callable[[VerifierOptions], Verifier]] = {
+    "debate": "halucheck.debate.verifier:DebateVerifier",
+    "selfcheck": "halucheck.judges:SelfCheck",
+    "selfcheck-3shot": "halucheck.judges:SelfCheck3Shot",
+    "judge-likert": "halucheck.judges:JudgeLikert",
+    "prometheus": "halucheck.judges:Prometheus",
+    "lynx": "halucheck.judges:Lynx",
+    "consistency": "halucheck.judges:Consistency",
+    "nli": "halucheck.nli:NLI",
+}
+
+
+def register(name: str, factory: str | Callable[[VerifierOptions], Verifier]) -> None:
+    """Register a verifier under ``name``: a ``"module:Class"`` path or a callable taking VerifierOptions."""
+    _REGISTRY[name] = factory
+
+
+def available() -> list[str]:
+    """Verifier names, in registration order."""
+    return list(_REGISTRY)
+
+
+def _one(name: str, options: VerifierOptions) -> Verifier:
+    try:
+        target = _REGISTRY[name]
+    except KeyError:
+        near = difflib.get_close_matches(name, _REGISTRY, n=1)
+        hint = f" Did you mean {near[0]!r}?" if near else ""
+        raise ConfigError(f"unknown verifier {name!r}.{hint} Available: {', '.join(_REGISTRY)} "
+                          "(or a cascade such as selfcheck,debate)") from None
+    if isinstance(target, str):
+        module, _, attr = target.partition(":")
+        target = getattr(importlib.import_module(module), attr)
+    return target(options)
+
+
+def get_verifier(spec: str, options: VerifierOptions | None = None) -> Verifier:
+    """The verifier named ``spec``, or the cascade ``"a,b[,c]"`` of registered verifiers."""
+    options = options or VerifierOptions()
+    names = [n.strip() for n in spec.split(",")]
+    if any(not n for n in names):
+        raise ConfigError(f"verifier {spec!r}: give a name, or names joined by commas such as selfcheck,debate")
+    if len(names) == 1:
+        return _one(names[0], options)
+    return Cascade([_one(n, options) for n in names], options.band)
+
+
+def parse_band(text: str) -> tuple[float, float]:
+    """``"0.2,0.8"`` -> (0.2, 0.8); a ConfigError saying the expected form otherwise."""
+    try:
+        lo, hi = (float(x) for x in text.split(","))
+    except ValueError:
+        raise ConfigError(f"--band {text!r}: give LO,HI, two probabilities such as 0.2,0.8") from None
+    if not 0.0 <= lo <= hi <= 1.0:
+        raise ConfigError(f"--band {text!r}: need 0 <= LO <= HI <= 1")
+    return lo, hi
+
+
+__all__ = ["DEFAULT_BAND", "Cascade", "Cost", "OnCall", "OnVerdict", "Verifier", "VerifierOptions", "available",
+           "failed_verdict", "get_verifier", "parse_band", "register", "verdict_from_score"]
