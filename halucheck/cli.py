@@ -66,6 +66,10 @@ def _profile_help() -> str:
 
 
 PROFILE_HELP = _profile_help()
+VERIFIER_HELP = ("debate (default), selfcheck, selfcheck-3shot, judge-likert, prometheus, lynx, consistency or nli; "
+                 "or a cascade: names joined by commas (e.g. selfcheck,debate), each later verifier sees only the "
+                 "claims the one before scored inside --band.")
+BAND_HELP = "A cascade's uncertainty band on P(hallucinated), LO,HI (default 0.2,0.8): claims scored inside it go on."
 
 
 def Flag(*names: str, help: str) -> bool:  # noqa: N802 - reads like typer.Option
@@ -217,19 +221,25 @@ def run(
     min_rounds: int = typer.Option(2, help="Debate states to run at least, before a consensus may stop."),
     max_rounds: int = typer.Option(4, help="Debate states to run at most (0 = initial agent only)."),
     prompts: str = typer.Option("grounded", "--prompts", help="Debate prompts: grounded (default) or paper (the paper's own texts)."),
+    verifier: str = typer.Option("debate", "--verifier", "-v", help=VERIFIER_HELP),
+    band: Optional[str] = typer.Option(None, "--band", help=BAND_HELP),
+    nli_model: Optional[Path] = typer.Option(None, "--nli-model", help="nli: a local sentence-transformers CrossEncoder folder."),
     restart: bool = Flag("--restart", help="Discard an existing run in --out and start over "
                                  "(refused while another process is running it)."),
     config: Optional[Path] = typer.Option(None, "--config", help="Path to models.yaml."),
     quiet: bool = Flag("--quiet", help="No progress bars."),
 ) -> None:
-    """Check every answer in a file: claims, evidence, debate, verdicts; writes results.jsonl and report.html.
+    """Check every answer in a file: claims, evidence, verdicts (the debate by default); writes results.jsonl
+    and report.html.
 
     Killed and started again with the same arguments, a run resumes where it stopped; failed LLM calls
     are asked again. Exit code 3: the run finished but some answers are undecided (failed calls);
     run the same command again to retry them."""
     try:
         from halucheck.debate import DebateConfig
+        from halucheck.evaluation.harness import nli_model_path
         from halucheck.pipeline import Pipeline, RunOptions
+        from halucheck.verify import DEFAULT_BAND, parse_band
 
         if subjective_filter not in ("auto", "on", "off"):
             raise HalucheckError(f"--filter must be auto, on or off, not {subjective_filter!r}")
@@ -242,6 +252,8 @@ def run(
             input=input, out=out_dir, corpus=corpus, index=index, use_context=not no_context,
             subjective_filter=subjective_filter, top_k=top_k, max_claims=max_claims,
             debate=DebateConfig(policy=policy, min_rounds=min_rounds, max_rounds=max_rounds, prompts=prompts),
+            verifier=verifier, band=parse_band(band) if band else DEFAULT_BAND,
+            nli_model=nli_model_path(nli_model, config) if "nli" in verifier.split(",") else None,
         )
         settings = _settings(config, profile, role)
         progress = None
@@ -304,6 +316,8 @@ def _print_summary(summary: dict, out_dir: Path) -> None:
     elif s.get("failed_calls"):
         typer.echo(f"  {s['failed_calls']} LLM calls failed and were retried successfully")
     typer.echo(f"  claims: {s['claims']} checked, {s['false_claims']} false, {s['undecided_claims']} undecided")
+    if len(s.get("decided_by", {})) > 1:  # a cascade: which stage decided how many
+        typer.echo("  decided by: " + ", ".join(f"{n} {k}" for k, n in s["decided_by"].items()))
     if s.get("answers_with_unchecked_text"):
         typer.echo(f"  {s['answers_with_unchecked_text']} answers hold text no claim states: not checked "
                    "(results.jsonl: coverage.gaps; grey in report.html)")
@@ -354,10 +368,19 @@ def eval_cmd(
     dataset: Optional[list[str]] = typer.Option(
         None, "--dataset", "-d", help="Labeled set (repeatable): factool-qa, factool-qa-response, factcheck-gpt, wice, "
         "halueval-qa, halueval-general, halueval2, truthfulqa."),
-    verifier: str = typer.Option("debate", "--verifier", "-v", help="debate, selfcheck, selfcheck-3shot, judge-likert, "
-                                 "prometheus, lynx, consistency or nli."),
-    split: str = typer.Option("dev", "--split", help="dev (prompt work) or test (reporting only)."),
-    limit: Optional[int] = typer.Option(None, "--limit", "-n", help="First N items of each dataset's split."),
+    data: Optional[list[Path]] = typer.Option(
+        None, "--data", help="Your own labelled file (repeatable), .jsonl or .csv: id, answer (or claim), hallucinated "
+        "(true/false), and optional question, context, evidence. Scored as dataset data:<file name>, alone or beside "
+        "--dataset; never split: --split does not apply, --limit does."),
+    corpus: Optional[Path] = typer.Option(
+        None, "--corpus", "-c", help="With --data: folder of documents; items without context or evidence get its "
+        "top --max-evidence passages (the index `halucheck run --corpus` uses)."),
+    verifier: str = typer.Option("debate", "--verifier", "-v", help=VERIFIER_HELP),
+    band: Optional[str] = typer.Option(None, "--band", help=BAND_HELP),
+    split: str = typer.Option("dev", "--split", help="dev (prompt work) or test (reporting only) of the named sets; "
+                              "a --data file is never split (all its items are used)."),
+    limit: Optional[int] = typer.Option(None, "--limit", "-n", help="First N items of each dataset's split "
+                                        "(of each --data file: its first N usable items)."),
     out: Optional[Path] = typer.Option(None, "--out", "-o", help="Run directory (default runs/eval/<verifier>-<profile>-<datasets>-<split>)."),
     compare: bool = Flag("--compare", help="Print one markdown table of the run directories given as arguments."),
     common: bool = Flag("--common", help="With --compare: score every run on the items all of them have."),
@@ -372,12 +395,13 @@ def eval_cmd(
     max_rounds: int = typer.Option(4, help="Debate states to run at most (0 = initial agent only)."),
     prompts: str = typer.Option("grounded", "--prompts", help="Debate prompts: grounded (default) or paper (the paper's own texts)."),
     samples: int = typer.Option(3, help="consistency: sampled verdicts per item."),
-    max_evidence: int = typer.Option(10, help="Evidence passages per item, the most relevant by BM25 (0 = all)."),
+    max_evidence: int = typer.Option(10, help="Evidence passages per item, the most relevant by BM25 (0 = all); "
+                                     "with --corpus, the passages retrieved per item (0: 10)."),
     nli_model: Optional[Path] = typer.Option(None, "--nli-model", help="nli: a local sentence-transformers CrossEncoder folder."),
     config: Optional[Path] = typer.Option(None, "--config", help="Path to models.yaml."),
 ) -> None:
-    """Score a verifier on a labeled set (predictions.jsonl + metrics.json with bootstrap 95 % intervals),
-    or with --compare, print one table of several runs."""
+    """Score a verifier on a labeled set or your own labelled file (predictions.jsonl + metrics.json with
+    bootstrap 95 % intervals), or with --compare, print one table of several runs."""
     try:
         from halucheck.evaluation import compare as compare_runs
 
@@ -388,31 +412,43 @@ def eval_cmd(
                 raise HalucheckError("--compare needs run directories: halucheck eval --compare DIR1 DIR2 ...")
             typer.echo(compare_runs([str(d) for d in dirs], common=common), nl=False)
             return
-        if not dataset:
-            raise HalucheckError("--dataset is required (e.g. --dataset wice); or --compare DIR1 DIR2 ...")
+        if not dataset and not data:
+            raise HalucheckError("--dataset is required (e.g. --dataset wice), or --data FILE.jsonl for your own "
+                                 "labelled file; or --compare DIR1 DIR2 ...")
         if limit is not None and limit < 1:
             raise HalucheckError("--limit must be at least 1")
         if samples < 0 or max_evidence < 0:
             raise HalucheckError("--samples and --max-evidence must be 0 or more")
+        if corpus is not None and not data:
+            raise HalucheckError("--corpus needs --data: it gives evidence to your own items (the named sets "
+                                 "carry theirs)")
+        if extraction and data:
+            raise HalucheckError("--extraction scores the claim extractor on factcheck-gpt and factool-qa; it "
+                                 "takes no --data")
         if extraction:
             _eval_extraction(dataset, split, limit, out, config, profile, role, no_cache)
             return
         from halucheck.debate import DebateConfig
         from halucheck.evaluation.harness import default_out, nli_model_path, run_eval
         from halucheck.evaluation.verifiers import VerifierOptions, get_verifier
+        from halucheck.verify import DEFAULT_BAND, parse_band
 
         options = VerifierOptions(
             debate=DebateConfig(policy=policy, min_rounds=min_rounds, max_rounds=max_rounds, prompts=prompts),
-            samples=samples, nli_model=nli_model_path(nli_model, config) if verifier == "nli" else None,
+            samples=samples, nli_model=nli_model_path(nli_model, config) if "nli" in verifier.split(",") else None,
+            band=parse_band(band) if band else DEFAULT_BAND,
         )
         v = get_verifier(verifier, options)
+        user_data = _eval_user_data(data or [], limit, corpus, max_evidence)
         settings = _settings(config, profile, role) if v.uses_llm else None
         prof = settings.profile_for("initial").name if settings else None
-        out_dir = out or default_out(verifier, dataset, split, prof)
+        used_split = split if dataset else "all"  # a run of user files alone is not split
+        out_dir = out or default_out(verifier, [*(dataset or []), *(d.name.replace(":", "-") for d in user_data)],
+                                     used_split, prof)
         try:
-            result = run_eval(dataset, verifier, settings, out_dir, split=split, limit=limit, options=options,
-                              max_evidence=max_evidence, label=name, log=lambda m: typer.echo(m, err=True),
-                              cache=not no_cache)
+            result = run_eval(dataset or [], verifier, settings, out_dir, split=used_split, limit=limit,
+                              options=options, max_evidence=max_evidence, label=name,
+                              log=lambda m: typer.echo(m, err=True), cache=not no_cache, data=user_data)
         finally:
             if settings is not None:
                 settings.close()
@@ -429,6 +465,33 @@ def eval_cmd(
                f"{cost['wall_time_s']}s")
     typer.echo(f"  predictions: {out_dir / 'predictions.jsonl'}")
     typer.echo(f"  metrics:     {out_dir / 'metrics.json'}")
+
+
+def _eval_user_data(paths: list[Path], limit: Optional[int], corpus: Optional[Path], max_evidence: int):
+    """Read every --data file: its bad lines as warnings on stderr (the first 20 per file), the rest
+    kept; with --corpus, evidence retrieved for the items that have none. File-level problems raise."""
+    from halucheck.evaluation.harness import MAX_EVIDENCE
+    from halucheck.evaluation.userdata import add_corpus_evidence, read_user_data
+
+    shown = 20
+    out, names = [], {}
+    for path in paths:
+        d = read_user_data(path, limit)
+        if d.name in names:
+            raise HalucheckError(f"--data {path} and {names[d.name]} would both be dataset {d.name}; rename one file")
+        names[d.name] = path
+        for p in d.problems[:shown]:
+            typer.echo(f"warning: {p}", err=True)
+        if len(d.problems) > shown:
+            typer.echo(f"warning: {path}: {len(d.problems) - shown} more bad line(s) not shown", err=True)
+        d.require_items()
+        if d.problems:
+            typer.echo(f"{path}: {len(d.items)} item(s) read, {len(d.problems)} bad line(s) skipped", err=True)
+        if corpus is not None:
+            got = add_corpus_evidence(d, corpus, max_evidence or MAX_EVIDENCE, warn=lambda m: typer.echo(m, err=True))
+            typer.echo(f"{path}: {got} item(s) got evidence from {corpus}", err=True)
+        out.append(d)
+    return out
 
 
 def _report_missing(out_dir: Path, items: int) -> None:

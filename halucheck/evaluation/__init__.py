@@ -14,6 +14,7 @@ Positive = hallucinated everywhere: labels, predictions, and scores (P(hallucina
 from halucheck.evaluation.datasets import DATASETS, GROUNDED, EvalItem, corpus, dataset_root, load, split_of
 from halucheck.evaluation.metrics import METRICS, compute_metrics, length_controlled, register_metric
 from halucheck.evaluation.report import Prediction, RunCost, compare, read_predictions, read_run, write_run
+from halucheck.evaluation.userdata import UserData, load_user_data, read_user_data
 
 __all__ = [
     "DATASETS",
@@ -22,14 +23,17 @@ __all__ = [
     "EvalItem",
     "Prediction",
     "RunCost",
+    "UserData",
     "compare",
     "compute_metrics",
     "corpus",
     "dataset_root",
     "length_controlled",
     "load",
+    "load_user_data",
     "read_predictions",
     "read_run",
+    "read_user_data",
     "register_metric",
     "split_of",
     "write_run",

@@ -30,6 +30,7 @@ from halucheck.errors import InputError
 from halucheck.evaluation.datasets import EvalItem, load
 from halucheck.evaluation.metrics import N_BOOT
 from halucheck.evaluation.report import METRICS_FILE, RunCost, write_run
+from halucheck.evaluation.userdata import UserData
 from halucheck.evaluation.verifiers import VerifierOptions, get_verifier
 
 if TYPE_CHECKING:
@@ -164,17 +165,24 @@ def run_eval(
     log: Callable[[str], None] | None = None,
     n_boot: int | None = None,
     cache: bool = True,
+    data: Sequence[UserData] = (),
 ) -> EvalResult:
     """Run ``verifier`` on ``datasets`` and write the run folder ``out``; returns its metrics.
 
     ``label`` names the run in metrics.json and the comparison table (default: verifier/profile);
     ``n_boot`` the bootstrap resamples (default :data:`N_BOOT`); ``cache``: reuse and keep the replies
-    in ``out/replies.duckdb`` (see the module docstring).
+    in ``out/replies.duckdb`` (see the module docstring). ``data``: the user's own files, already read
+    (:mod:`halucheck.evaluation.userdata`), scored after the named sets as datasets of their own; they
+    are not split, and their ``limit`` was applied when they were read. ``datasets`` may then be empty.
     """
     log = log or (lambda _m: None)
     v = get_verifier(verifier, options)
     v.check()
-    items = load_items(datasets, split, limit)
+    for d in data:
+        d.require_items()
+    items = load_items(datasets, split, limit) if datasets or not data else []
+    items += [it for d in data for it in d.items]
+    names = [*datasets, *(d.name for d in data)]
     shown = [replace(it, evidence=select_evidence(it.claim, it.evidence, max_evidence)) for it in items]
     meter = Meter()
     profile = store = None
@@ -185,7 +193,8 @@ def run_eval(
             store = _install_cache(settings, Path(out) / REPLIES_FILE)
         meter.install(settings)
         profile = settings.profile_for("initial")
-    log(f"{v.name}: {len(items)} items of {', '.join(datasets)} ({split})"
+    scope = f"{split} split of the named sets, every item of the user files" if datasets and data else split
+    log(f"{v.name}: {len(items)} items of {', '.join(names)} ({scope})"
         + (f" on profile {profile.name} ({profile.engine}: {profile.model})" if profile else ""))
     t0 = time.perf_counter()
     try:
@@ -209,7 +218,8 @@ def run_eval(
     # how the run was made, beside the metrics (read_run returns it too)
     metrics["settings"] = {
         "verifier": v.name,
-        "datasets": list(datasets),
+        "datasets": names,
+        **({"data": [d.describe() for d in data]} if data else {}),
         "limit": limit,
         "max_evidence": max_evidence,
         **({"profile": profile.name, "engine": profile.engine, "model": profile.model} if profile else {}),
