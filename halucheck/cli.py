@@ -210,7 +210,7 @@ def run(
     input: Path = typer.Option(..., "--input", "-i", help="Answers to check: JSONL (or CSV) with id, answer, question?, context?."),
     corpus: Optional[Path] = typer.Option(None, "--corpus", "-c", help="Folder of documents to take evidence from."),
     out: Optional[Path] = typer.Option(None, "--out", "-o", help="Run directory (default: runs/<input name>)."),
-    index: Optional[Path] = typer.Option(None, "--index", help="Where the corpus index lives (default: user cache)."),
+    index: Optional[Path] = typer.Option(None, "--index", help="Where the corpus index lives (default: $HALUCHECK_INDEX, else the corpus's own index in the cache, the one `halucheck index` builds)."),
     no_context: bool = Flag("--no-context", help="Ignore the items' context field."),
     subjective_filter: str = typer.Option("auto", "--filter", help="Remove subjective sentences first: auto, on, off."),
     top_k: int = typer.Option(10, "--top-k", help="Evidence passages per claim (at least 1)."),
@@ -237,7 +237,7 @@ def run(
     run the same command again to retry them."""
     try:
         from halucheck.debate import DebateConfig
-        from halucheck.evaluation.harness import nli_model_path
+        from halucheck.config import nli_model_path
         from halucheck.pipeline import Pipeline, RunOptions
         from halucheck.verify import DEFAULT_BAND, parse_band
 
@@ -429,7 +429,8 @@ def eval_cmd(
             _eval_extraction(dataset, split, limit, out, config, profile, role, no_cache)
             return
         from halucheck.debate import DebateConfig
-        from halucheck.evaluation.harness import default_out, nli_model_path, run_eval
+        from halucheck.config import nli_model_path
+        from halucheck.evaluation.harness import default_out, run_eval
         from halucheck.evaluation.verifiers import VerifierOptions, get_verifier
         from halucheck.verify import DEFAULT_BAND, parse_band
 
@@ -554,18 +555,11 @@ def models_path(name: str = typer.Argument(..., help="A model name from `haluche
         fail(str(exc))
 
 
-def _default_index_db() -> Path:
-    import os
-
-    from halucheck.config import user_cache_dir
-
-    return Path(os.environ.get("HALUCHECK_INDEX") or user_cache_dir() / "index.duckdb")
-
-
 @app.command("index", cls=_Command)
 def index_cmd(
     folder: Path = typer.Argument(..., help="Folder of documents (.md .txt .html .pdf .docx .jsonl), read recursively."),
-    db: Optional[Path] = typer.Option(None, "--db", help="Index file (DuckDB); default $HALUCHECK_INDEX or the cache dir."),
+    db: Optional[Path] = typer.Option(None, "--db", help="Index file (DuckDB); default $HALUCHECK_INDEX, else the "
+                                      "folder's own index in the cache, the one `run --corpus FOLDER` uses."),
     embed_model: Optional[str] = typer.Option(
         None, "--embed-model", help="Local sentence-transformers folder (default: the index's model, else all-MiniLM-L6-v2)."
     ),
@@ -574,10 +568,11 @@ def index_cmd(
     batch_size: int = typer.Option(64, help="Embedding batch size."),
 ) -> None:
     """Index a folder of documents for search and evidence retrieval (re-runs redo only changed files)."""
+    from halucheck.config import index_path
     from halucheck.retrieval import build_index
 
-    db = db or _default_index_db()
     try:
+        db = index_path(folder, db)
         if chunk_sentences < 1 or not 0 <= chunk_overlap < chunk_sentences:
             raise HalucheckError("--chunk-overlap must be at least 0 and smaller than --chunk-sentences (>= 1)")
         report = build_index(
@@ -593,15 +588,18 @@ def index_cmd(
 def search_cmd(
     query: str = typer.Argument(..., help="What to look for."),
     db: Optional[Path] = typer.Option(None, "--db", help="Index file built by `halucheck index`."),
+    corpus: Optional[Path] = typer.Option(None, "--corpus", "-c", help="The folder given to `halucheck index` (or "
+                                          "`run --corpus`): search its index. Default: the only index in the cache."),
     k: int = typer.Option(10, "-k", "--top-k", help="Number of hits."),
     mode: str = typer.Option("hybrid", "--mode", help="bm25, dense or hybrid (reciprocal rank fusion of both)."),
     as_json: bool = Flag("--json", help="Print a JSON list of hits: source, start, end, score, text."),
 ) -> None:
     """Search an index: ranked chunks with source path, character offsets and score."""
+    from halucheck.config import index_path
     from halucheck.retrieval import MODES, Index
 
-    db = db or _default_index_db()
     try:
+        db = index_path(corpus, db)
         if mode not in MODES:
             raise HalucheckError(f"unknown --mode {mode!r}; use one of: {', '.join(MODES)}")
         if k < 1:

@@ -1,6 +1,7 @@
 """models.yaml + environment + flags -> one Settings object, built in one place.
 
-Precedence: flags > environment (HALUCHECK_*) > models.yaml > defaults.
+Precedence: flags > environment (HALUCHECK_*) > models.yaml > defaults. Every ``HALUCHECK_*`` variable is
+read here, through :func:`env` (the list is :data:`ENV_VARS`); other modules ask this one.
 """
 
 from __future__ import annotations
@@ -45,14 +46,59 @@ class Profile:
                 "options": {k: v for k, v in self.options.items() if k not in ENGINE_ONLY_OPTIONS}}
 
 
+ENV_VARS = {
+    "HALUCHECK_HOME": "the cache folder: converted models, corpus indexes, compiled reply schemas",
+    "HALUCHECK_CONFIG": "the models.yaml to use",
+    "HALUCHECK_PROFILE": "the profile every role uses (as --profile)",
+    "HALUCHECK_INDEX": "the index file of `index`, `search`, `run --corpus` (as --db / --index)",
+    "HALUCHECK_DATASETS": "the folder of the labelled sets of `halucheck eval`",
+    "HALUCHECK_NLI_MODEL": "the CrossEncoder folder of the `nli` verifier (as --nli-model)",
+    "HALUCHECK_API_KEY": "the Bearer token sent to a vLLM server",
+    "HALUCHECK_EMBED_MODEL": "the sentence-transformers model of the dense index",
+    "HALUCHECK_EMBED_DTYPE": "float32 (default) or bfloat16 for the dense index's embeddings",
+}
+
+
+def env(name: str) -> str | None:
+    """The value of a ``HALUCHECK_*`` variable (None when unset or empty); only the names of :data:`ENV_VARS`."""
+    if name not in ENV_VARS:
+        raise KeyError(f"{name} is not a halucheck environment variable; add it to config.ENV_VARS")
+    return os.environ.get(name) or None
+
+
 def user_cache_dir() -> Path:
     """Where converted weights and other caches live (``$HALUCHECK_HOME`` overrides)."""
-    env = os.environ.get("HALUCHECK_HOME")
-    if env:
-        return Path(env)
+    home = env("HALUCHECK_HOME")
+    if home:
+        return Path(home)
     import platformdirs
 
     return Path(platformdirs.user_cache_dir("halucheck"))
+
+
+def index_path(corpus: str | os.PathLike | None = None, flag: str | os.PathLike | None = None) -> Path:
+    """Where a corpus's index lives, the same for ``halucheck index``, ``search``, ``run`` and ``eval --corpus``:
+    the ``--db``/``--index`` flag, else ``$HALUCHECK_INDEX``, else one file per corpus folder in the user
+    cache (``indexes/<folder name>-<hash of its absolute path>.duckdb``: the corpus itself may be read-only).
+    Without a corpus (``search``), the one index in the cache; a ConfigError when there are none or several."""
+    import hashlib
+
+    if flag:
+        return Path(flag)
+    if env("HALUCHECK_INDEX"):
+        return Path(env("HALUCHECK_INDEX"))
+    folder = user_cache_dir() / "indexes"
+    if corpus is not None:
+        corpus = Path(corpus).resolve()
+        tag = hashlib.sha256(str(corpus).encode()).hexdigest()[:12]
+        return folder / f"{corpus.name}-{tag}.duckdb"
+    found = sorted(folder.glob("*.duckdb")) if folder.is_dir() else []
+    if len(found) == 1:
+        return found[0]
+    if not found:
+        raise ConfigError("no index yet: run `halucheck index DIR` first, or pass --db FILE")
+    raise ConfigError(f"{len(found)} indexes in {folder}: say which with --corpus DIR (the folder you indexed) "
+                      "or --db FILE")
 
 
 def find_config(path: str | os.PathLike | None = None) -> Path:
@@ -63,8 +109,8 @@ def find_config(path: str | os.PathLike | None = None) -> Path:
         if not p.is_file():
             raise ConfigError(f"config file {p} does not exist; pass an existing models.yaml to --config")
         return p
-    if os.environ.get("HALUCHECK_CONFIG"):
-        p = Path(os.environ["HALUCHECK_CONFIG"])
+    if env("HALUCHECK_CONFIG"):
+        p = Path(env("HALUCHECK_CONFIG"))
         if not p.is_file():
             raise ConfigError(f"HALUCHECK_CONFIG points to {p}, which does not exist; fix or unset it")
         return p
@@ -73,6 +119,20 @@ def find_config(path: str | os.PathLike | None = None) -> Path:
         if p.is_file():
             return p
     raise ConfigError("no models.yaml found; pass --config PATH or set HALUCHECK_CONFIG")
+
+
+def nli_model_path(flag: str | os.PathLike | None = None, config: str | os.PathLike | None = None) -> str | None:
+    """The NLI CrossEncoder folder: ``--nli-model`` > ``$HALUCHECK_NLI_MODEL`` > ``nli_model:`` in models.yaml."""
+    if flag:
+        return str(flag)
+    if env("HALUCHECK_NLI_MODEL"):
+        return env("HALUCHECK_NLI_MODEL")
+    try:
+        raw = yaml.safe_load(find_config(config).read_text(encoding="utf-8")) or {}
+    except (OSError, yaml.YAMLError, ConfigError):
+        return None
+    value = raw.get("nli_model") if isinstance(raw, dict) else None
+    return str(Path(value).expanduser()) if value else None
 
 
 @dataclass
@@ -124,8 +184,8 @@ class Settings:
         if not profiles:
             raise ConfigError(f"{where}: no profiles defined under `profiles:`")
 
-        default = os.environ.get("HALUCHECK_PROFILE") or raw.get("default_profile")
-        roles = {} if os.environ.get("HALUCHECK_PROFILE") else dict(raw.get("roles") or {})
+        default = env("HALUCHECK_PROFILE") or raw.get("default_profile")
+        roles = {} if env("HALUCHECK_PROFILE") else dict(raw.get("roles") or {})
         if profile:  # --profile: every role uses it, unless a --role override says otherwise
             default, roles = profile, {}
         roles.update(role_overrides or {})

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Callable
 
 from halucheck import claims as claim_stages
-from halucheck.config import Settings
+from halucheck.config import Settings, index_path
 from halucheck.debate import DebateConfig
 from halucheck.engines.cache import CachingEngine
 from halucheck.errors import InputError
@@ -324,7 +324,7 @@ class Pipeline:
         if self._corpus is None:
             from halucheck import retrieval
 
-            db = self.opts.index or default_index_path(self.opts.corpus)
+            db = index_path(self.opts.corpus, self.opts.index)
             report = retrieval.build_index(self.opts.corpus, db, warn=lambda m: self.log(f"warning: {m}"))
             if not report.chunks:
                 self.log(f"note: the corpus {self.opts.corpus} has no indexable text ({len(report.skipped)} file(s) "
@@ -417,12 +417,3 @@ def fuse(ranked_lists: list[list[Evidence]], k: int) -> list[Evidence]:
         keyed.append(keys)
     return [Evidence(best[key].text, best[key].source, best[key].start, best[key].end, round(score, 6))
             for key, score in rrf(keyed, limit=k)]
-
-
-def default_index_path(corpus: Path) -> Path:
-    """Indexes live in the user cache (the corpus folder may be read-only), one per corpus path."""
-    from halucheck.config import user_cache_dir
-
-    corpus = Path(corpus).resolve()
-    tag = hashlib.sha256(str(corpus).encode()).hexdigest()[:12]
-    return user_cache_dir() / "indexes" / f"{corpus.name}-{tag}.duckdb"

@@ -97,3 +97,45 @@ def test_shipped_config_sets_repetition_controls_for_every_debate_role():
     for role in ("initial", "trust", "skeptic", "leader"):
         keys = s.sampling_for(role)
         assert keys.get("max_tokens") and (keys.get("frequency_penalty") or keys.get("repetition_penalty", 1) != 1)
+
+
+def test_every_halucheck_variable_is_read_in_config_only():
+    import pathlib
+    import re
+
+    import halucheck
+
+    root = pathlib.Path(halucheck.__file__).parent
+    readers = [f"{p.relative_to(root)}:{n}" for p in root.rglob("*.py") if p.name != "config.py"
+               for n, line in enumerate(p.read_text().splitlines(), 1)
+               if re.search(r"environ(\.get)?[\[(]\s*[\"']HALUCHECK_", line)]
+    assert readers == []
+    from halucheck.config import ENV_VARS, env
+
+    documented = (root.parent / "README.md").read_text()
+    assert [v for v in ENV_VARS if v not in documented] == []
+    with pytest.raises(KeyError):
+        env("HALUCHECK_TYPO")
+
+
+def test_index_run_and_search_share_one_index_location(tmp_path, monkeypatch):
+    from halucheck.config import index_path
+
+    monkeypatch.setenv("HALUCHECK_HOME", str(tmp_path / "home"))
+    monkeypatch.delenv("HALUCHECK_INDEX", raising=False)
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    own = index_path(docs)
+    assert own == index_path(str(docs) + "/") and own.parent == tmp_path / "home" / "indexes"
+    assert index_path(tmp_path / "other") != own
+    assert index_path(docs, tmp_path / "x.duckdb") == tmp_path / "x.duckdb"  # the flag wins
+    with pytest.raises(ConfigError, match="halucheck index DIR"):
+        index_path()  # search without --corpus and no index yet
+    own.parent.mkdir(parents=True)
+    own.touch()
+    assert index_path() == own  # the only index there is
+    index_path(tmp_path / "other").touch()
+    with pytest.raises(ConfigError, match="--corpus DIR"):
+        index_path()
+    monkeypatch.setenv("HALUCHECK_INDEX", str(tmp_path / "env.duckdb"))
+    assert index_path(docs) == tmp_path / "env.duckdb"

@@ -9,7 +9,6 @@ Structured output uses ``response_format={"type": "json_schema", ...}``; vLLM >=
 from __future__ import annotations
 
 import itertools
-import os
 import random
 import re
 import threading
@@ -19,6 +18,7 @@ from typing import Any, Sequence
 
 import httpx
 
+from halucheck.config import env
 from halucheck.engines.base import Engine, Request, Result
 from halucheck.errors import ConfigError, EngineError
 
@@ -100,7 +100,7 @@ class OpenAIServerEngine(Engine):
         self.max_attempts = int(max_attempts)
         self.backoff_s = float(backoff_s)
         self.max_backoff_s = float(max_backoff_s)
-        key = api_key or os.environ.get("HALUCHECK_API_KEY") or "EMPTY"
+        key = api_key or env("HALUCHECK_API_KEY") or "EMPTY"
         self._client = httpx.Client(
             headers={"Authorization": f"Bearer {key}"},
             timeout=httpx.Timeout(self.timeout_s, connect=float(connect_timeout_s)),

@@ -54,6 +54,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from halucheck.config import env
 from halucheck.errors import InputError
 
 ENV_VAR = "HALUCHECK_DATASETS"
@@ -111,7 +112,7 @@ def dataset_root(root: str | os.PathLike | None = None) -> Path:
     walking up from the working directory and from the installed package.
     Raises :class:`InputError` when none exists.
     """
-    explicit = root if root is not None else os.environ.get(ENV_VAR)
+    explicit = root if root is not None else env(ENV_VAR)
     if explicit:
         p = Path(explicit).expanduser()
         if not p.is_dir():

@@ -236,25 +236,4 @@ def default_out(verifier: str, datasets: Sequence[str], split: str, profile: str
     return Path("runs") / "eval" / "-".join(parts)
 
 
-def nli_model_path(flag: str | Path | None = None, config: str | Path | None = None) -> str | None:
-    """The NLI CrossEncoder folder: ``--nli-model`` > ``$HALUCHECK_NLI_MODEL`` > ``nli_model:`` in models.yaml."""
-    import os
-
-    if flag:
-        return str(flag)
-    if os.environ.get("HALUCHECK_NLI_MODEL"):
-        return os.environ["HALUCHECK_NLI_MODEL"]
-    import yaml
-
-    from halucheck.config import find_config
-
-    try:
-        raw = yaml.safe_load(find_config(config).read_text(encoding="utf-8")) or {}
-    except (OSError, yaml.YAMLError):
-        return None
-    value = raw.get("nli_model") if isinstance(raw, dict) else None
-    return str(Path(value).expanduser()) if value else None
-
-
-__all__ = ["MAX_EVIDENCE", "EvalResult", "Meter", "MeteredEngine", "default_out", "load_items", "nli_model_path",
-           "run_eval", "select_evidence"]
+__all__ = ["MAX_EVIDENCE", "EvalResult", "Meter", "MeteredEngine", "default_out", "load_items", "run_eval", "select_evidence"]

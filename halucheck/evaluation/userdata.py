@@ -378,7 +378,7 @@ def add_corpus_evidence(data: UserData, corpus: str | Path, k: int, index: str |
     ``halucheck run --corpus`` builds and reuses (``index`` or its default path in the user cache).
     Returns how many items got evidence."""
     from halucheck import retrieval
-    from halucheck.pipeline import default_index_path
+    from halucheck.config import index_path
 
     warn = warn or (lambda _m: None)
     corpus = Path(corpus)
@@ -388,7 +388,7 @@ def add_corpus_evidence(data: UserData, corpus: str | Path, k: int, index: str |
     todo = [it for it in data.items if not it.evidence]
     if not todo or k < 1:
         return 0
-    db = Path(index) if index else default_index_path(corpus)
+    db = index_path(corpus, index)
     report = retrieval.build_index(corpus, db, warn=lambda m: warn(f"warning: {m}"))
     if not report.chunks:
         warn(f"note: the corpus {corpus} has no indexable text ({len(report.skipped)} file(s) skipped): "

