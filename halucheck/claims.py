@@ -236,6 +236,71 @@ def extract_claims(engine: "Engine", texts: Sequence[str], contexts: Sequence[st
     return outs
 
 
+@dataclass
+class AnswerClaims:
+    """What the claim stage made of one answer: its claims as (text, question, start, end) (``question``
+    set only for the short-QA claim question + answer), or the ``error`` (stage, message) of a failed call
+    (the answer is then tried again later); ``warning``: claims were cut at ``max_claims``."""
+
+    claims: list[tuple[str, str | None, int, int]] = field(default_factory=list)
+    error: tuple[str, str] | None = None
+    warning: str | None = None
+
+
+def claims_of_answers(answers: Sequence[tuple[str | None, str, int | None]], engine_filter: "Engine",
+                      engine_extract: "Engine", subjective_filter: str = "auto", max_claims: int = 64,
+                      filter_sampling: SamplingParams = FILTER_SAMPLING,
+                      extract_sampling: SamplingParams = EXTRACT_SAMPLING) -> tuple[list[AnswerClaims], list[StageOutput]]:
+    """The claim stage over a batch of answers, ``(question, answer, checked_chars)`` each (``checked_chars``:
+    where an over-long answer's checked part ends, None for all of it). Returns one AnswerClaims per answer
+    and the stage outputs (for the cost accounting). Two engine calls for the whole batch: the subjective
+    filter, then the extractor.
+
+    The rules: a short QA answer that is not a statement (:func:`is_short_answer`) is one claim, question +
+    answer, with no model call; any other answer is read one sentence at a time (:func:`units`), after the
+    subjective filter when ``subjective_filter`` is ``on``, or ``auto`` and the answer reads like dialogue;
+    its claims are each kept once (:func:`select`), cut at ``max_claims``, and located in the answer
+    (:func:`locate`). A failed call fails its whole answer."""
+    out = [AnswerClaims() for _ in answers]
+    work = []  # (answer index, sentence, needs the filter, context for the extractor)
+    for i, (question, answer, cut) in enumerate(answers):
+        if question and is_short_answer(answer):  # the paper's short-QA rule: question + answer is one claim
+            out[i].claims = [(answer.strip(), question, 0, len(answer))]
+            continue
+        text = answer[:cut] if cut else answer
+        needs = subjective_filter == "on" or (subjective_filter == "auto" and looks_like_dialogue(text))
+        for seg, context in units(text, question=question):
+            work.append((i, seg, needs, context))
+    to_filter = [w for w in work if w[2]]
+    filtered = filter_subjective(engine_filter, [w[1].text for w in to_filter], filter_sampling) if to_filter else []
+    texts = {id(w): w[1].text for w in work}
+    for w, f in zip(to_filter, filtered):
+        if f.error and out[w[0]].error is None:
+            out[w[0]].error = ("filter", f.error)
+        texts[id(w)] = f.value
+    to_extract = [w for w in work if out[w[0]].error is None and texts[id(w)].strip()]
+    extracted = extract_claims(engine_extract, [texts[id(w)] for w in to_extract], [w[3] for w in to_extract],
+                               extract_sampling)
+    found: dict[int, list[tuple[str, Segment]]] = {}
+    for w, o in zip(to_extract, extracted):
+        if o.error:
+            if out[w[0]].error is None:
+                out[w[0]].error = ("extract", o.error)
+        else:
+            found.setdefault(w[0], []).extend((c, w[1]) for c in o.value)
+    for i, (_, answer, _) in enumerate(answers):
+        a = out[i]
+        if a.claims or a.error:
+            continue
+        kept = select(found.get(i, []))
+        if len(kept) > max_claims:
+            a.warning = (f"{len(kept)} claims found; the first {max_claims} are checked "
+                         "(raise --max-claims to check more)")
+            kept = kept[:max_claims]
+        a.claims = [(c, None, *locate(c, answer, within=seg)) for c, seg in kept]
+    return out, filtered + extracted
+
+
 _TRUTH_QUESTION = re.compile(
     r"\s*[,.;:-]?\s*\b(is|are|was|were)\s+(this|that|the|it|these)\s*(claim|statement|fact|information)?\s*"
     r"(true|false|correct|incorrect|accurate|right|wrong)\b\s*\??\s*$|\s*\?\s*$", re.IGNORECASE)

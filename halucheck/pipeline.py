@@ -204,7 +204,6 @@ class Pipeline:
         todo = [(i, it) for i, it in items if i not in done]
         if not todo:
             return
-        engine_f, engine_x = self.settings.engine_for("filter"), self.settings.engine_for("extractor")
         # items with errors of an earlier attempt: those are replaced by this attempt's outcome
         had_errors = {r[0] for r in self.store.query(
             "SELECT DISTINCT item_idx FROM errors WHERE stage IN ('filter', 'extract', 'claims-warning')")}
@@ -212,54 +211,21 @@ class Pipeline:
         for start in range(0, len(todo), self.opts.batch_items):
             chunk = todo[start:start + self.opts.batch_items]
             t0 = time.perf_counter()
-            work = []  # (item_idx, item, sentence, needs_filter, context for the extractor)
-            saved: dict[int, list[tuple]] = {}
-            for i, it in chunk:
-                if it.question and claim_stages.is_short_answer(it.answer):
-                    # the paper's short-QA rule: question + answer is one claim
-                    saved[i] = [(f"{i}:0", 0, it.answer.strip(), it.question, 0, len(it.answer))]
-                    continue
-                cut = truncation_point(it.answer)
-                text = it.answer[:cut] if cut else it.answer
-                needs = self.opts.subjective_filter == "on" or (
-                    self.opts.subjective_filter == "auto" and claim_stages.looks_like_dialogue(text))
-                for seg, context in claim_stages.units(text, question=it.question):
-                    work.append((i, it, seg, needs, context))
-            # a failed call fails its whole item: the item stays not done and is tried again later
-            failed: dict[int, tuple[str, str]] = {}
-            to_filter = [w for w in work if w[3]]
-            filtered = claim_stages.filter_subjective(
-                engine_f, [w[2].text for w in to_filter],
-                self.settings.sampling("filter", claim_stages.FILTER_SAMPLING)) if to_filter else []
-            texts = {id(w): w[2].text for w in work}
-            for w, f in zip(to_filter, filtered):
-                if f.error:
-                    failed.setdefault(w[0], ("filter", f.error))
-                texts[id(w)] = f.value
-            to_extract = [w for w in work if w[0] not in failed and texts[id(w)].strip()]
-            extracted = claim_stages.extract_claims(
-                engine_x, [texts[id(w)] for w in to_extract], [w[4] for w in to_extract],
+            made, outs = claim_stages.claims_of_answers(
+                [(it.question, it.answer, truncation_point(it.answer)) for _, it in chunk],
+                self.settings.engine_for("filter"), self.settings.engine_for("extractor"),
+                self.opts.subjective_filter, self.opts.max_claims,
+                self.settings.sampling("filter", claim_stages.FILTER_SAMPLING),
                 self.settings.sampling("extractor", claim_stages.EXTRACT_SAMPLING))
-            per_item: dict[int, list] = {}
-            for w, out in zip(to_extract, extracted):
-                if out.error:
-                    failed.setdefault(w[0], ("extract", out.error))
-                else:
-                    per_item.setdefault(w[0], []).extend((c, w[2]) for c in out.value)
-            errors = [(i, it.line, *failed[i]) for i, it in chunk if i in failed]
-            for i, it in chunk:
-                if i in saved or i in failed:
+            saved, errors = {}, []
+            for (i, it), a in zip(chunk, made):
+                if a.error:  # the item stays not done and is tried again later
+                    errors.append((i, it.line, *a.error))
                     continue
-                found = claim_stages.select(per_item.get(i, []))
-                if len(found) > self.opts.max_claims:
-                    msg = (f"{len(found)} claims found; the first {self.opts.max_claims} are checked "
-                           "(raise --max-claims to check more)")
-                    self.log(f"warning: {self.opts.input}:{it.line}: answer {it.id!r}: {msg}")
-                    errors.append((i, it.line, "claims-warning", msg))
-                    found = found[:self.opts.max_claims]
-                saved[i] = [(f"{i}:{k}", k, c, None, *claim_stages.locate(c, it.answer, within=seg))
-                            for k, (c, seg) in enumerate(found)]
-            outs = filtered + extracted
+                if a.warning:
+                    self.log(f"warning: {self.opts.input}:{it.line}: answer {it.id!r}: {a.warning}")
+                    errors.append((i, it.line, "claims-warning", a.warning))
+                saved[i] = [(f"{i}:{k}", k, text, question, s, e) for k, (text, question, s, e) in enumerate(a.claims)]
             self.store.save_claims_batch(
                 saved, errors, [i for i, _ in chunk if i in had_errors],
                 ("claims", sum(o.calls for o in outs), sum(o.prompt_tokens for o in outs),
