@@ -16,11 +16,9 @@ a debate state whose input repeats the previous state's (agents that copy an opi
 from __future__ import annotations
 
 import json
-import math
 import re
 import threading
 import time
-from collections import Counter
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Sequence
@@ -104,32 +102,23 @@ def _terms(text: str) -> list[str]:
 
 
 def select_evidence(claim: str, passages: Sequence[str], k: int = MAX_EVIDENCE) -> list[str]:
-    """The ``k`` passages most relevant to ``claim`` by BM25 over the item's own passages, in their
-    original order; all of them when there are ``k`` or fewer (or ``k`` is 0).
+    """The ``k`` passages most relevant to ``claim`` by BM25 (the retrieval package's, over the item's own
+    passages, with this module's short stop list), in their original order; all of them when there are
+    ``k`` or fewer (or ``k`` is 0). Ties go to the earlier passage.
 
     Sets such as WiCE cite whole articles (median ~960 words, up to ~17k): the paper's own answer for
     long sources is the top sentences by similarity to the claim, which keeps every verifier's prompt
     within a small model's reach and the same for all verifiers.
     """
+    from halucheck.retrieval.bm25 import BM25
+
     passages = list(passages)
     if k <= 0 or len(passages) <= k:
         return passages
-    docs = [_terms(p) for p in passages]
-    n = len(docs)
-    avg = sum(len(d) for d in docs) / n or 1.0
-    df = Counter(t for d in docs for t in set(d))
-    k1, b = 1.5, 0.75
-    query = set(_terms(claim))
-    scores = []
-    for i, d in enumerate(docs):
-        tf = Counter(d)
-        s = 0.0
-        for t in query:
-            if tf[t]:
-                idf = math.log(1 + (n - df[t] + 0.5) / (df[t] + 0.5))
-                s += idf * tf[t] * (k1 + 1) / (tf[t] + k1 * (1 - b + b * len(d) / avg))
-        scores.append((s, -i))
-    keep = sorted(range(n), key=lambda i: scores[i], reverse=True)[:k]
+    scores = BM25.build(passages, tokenizer=_terms).scores(claim)
+    if len(scores) != len(passages):  # no passage has an indexable word: keep the first k
+        scores = [0.0] * len(passages)
+    keep = sorted(range(len(passages)), key=lambda i: (round(float(scores[i]), 9), -i), reverse=True)[:k]
     return [passages[i] for i in sorted(keep)]
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
-from typing import Sequence
+from typing import Callable, Sequence
 
 import numpy as np
 
@@ -36,22 +36,24 @@ class BM25:
     (the classic Okapi formula that rank-bm25's ``BM25Okapi`` uses).
     """
 
-    def __init__(self, retriever, n_docs: int):
+    def __init__(self, retriever, n_docs: int, tokenizer: Callable[[str], list[str]] = tokenize):
         self._r = retriever
         self.n_docs = n_docs
+        self.tokenizer = tokenizer  # rows and queries are tokenized alike
 
     @classmethod
-    def build(cls, texts: Sequence[str], k1: float = 1.5, b: float = 0.75, method: str = "lucene") -> "BM25":
+    def build(cls, texts: Sequence[str], k1: float = 1.5, b: float = 0.75, method: str = "lucene",
+              tokenizer: Callable[[str], list[str]] = tokenize) -> "BM25":
         import bm25s
 
         retriever = bm25s.BM25(k1=k1, b=b, method=method)
-        tokens = [tokenize(t) for t in texts]
+        tokens = [tokenizer(t) for t in texts]
         if not any(tokens):
             # no indexable word at all ("N/A", "...", stopwords only): bm25s cannot index an empty
             # vocabulary (max() of an empty sequence), and nothing could match anyway
-            return cls(retriever, 0)
+            return cls(retriever, 0, tokenizer)
         retriever.index(tokens, show_progress=False)
-        return cls(retriever, len(texts))
+        return cls(retriever, len(texts), tokenizer)
 
     def save(self, folder: str | Path, extra: dict | None = None) -> None:
         """Write the index to ``folder`` (bm25s files plus ``halucheck.json`` with ``extra``)."""
@@ -74,13 +76,21 @@ class BM25:
             retriever = bm25s.BM25()
         return cls(retriever, info["n_docs"]), info
 
+    def scores(self, query: str) -> np.ndarray:
+        """The BM25 score of every row for ``query`` (0 where no term is shared): each distinct query term
+        counts once; the query is tokenized as the rows were."""
+        if not self.n_docs:
+            return np.zeros(0)
+        ids = list(dict.fromkeys(self._r.vocab_dict[t] for t in self.tokenizer(query) if t in self._r.vocab_dict))
+        return self._r.get_scores_from_ids(ids) if ids else np.zeros(self.n_docs)
+
     def search_many(self, queries: Sequence[str], k: int = 10) -> list[list[tuple[int, float]]]:
         """Top-``k`` ``(row, score)`` per query, best first; rows with score 0 (no shared term) are left out."""
         out: list[list[tuple[int, float]]] = [[] for _ in queries]
         if not self.n_docs or not queries:
             return out
         vocab = self._r.vocab_dict
-        ids = [[vocab[t] for t in tokenize(q) if t in vocab] for q in queries]
+        ids = [[vocab[t] for t in self.tokenizer(q) if t in vocab] for q in queries]
         kk = min(k, self.n_docs)
         for qi, q in enumerate(ids):
             if not q:
