@@ -190,13 +190,13 @@ def check(
         settings = _settings(config, profile, role)
         if not passages:
             typer.echo("note: no evidence given; the agents judge the claim on its own (--evidence TEXT)", err=True)
-        try:
+        from halucheck.engines.pool import EnginePool
+
+        with EnginePool(settings) as engines:
             verdict = check_claim(
                 Claim(text=claim.strip(), question=question.strip() if question else None),
-                passages, Agents(settings), cfg,
+                passages, Agents(engines), cfg,
             )
-        finally:
-            settings.close()
     except HalucheckError as exc:
         fail(str(exc))
     if as_json:
@@ -263,12 +263,7 @@ def run(
             from tqdm import tqdm
 
             progress = partial(tqdm, dynamic_ncols=True, file=sys.stderr)
-        try:
-            pipe = Pipeline(opts, settings, progress=progress, log=lambda m: typer.echo(m, err=True),
-                            restart=restart)
-        except BaseException:
-            settings.close()
-            raise
+        pipe = Pipeline(opts, settings, progress=progress, log=lambda m: typer.echo(m, err=True), restart=restart)
         try:
             summary = pipe.run()
         finally:
@@ -348,10 +343,7 @@ def _eval_extraction(dataset, split, limit, out, config, profile, role, no_cache
 
     settings = _settings(config, profile, role)
     out_dir = out or default_out("extraction", dataset, split, settings.profile_for("extractor").name)
-    try:
-        result = run_extraction_eval(dataset, settings, out_dir, split=split, limit=limit, cache=not no_cache)
-    finally:
-        settings.close()
+    result = run_extraction_eval(dataset, settings, out_dir, split=split, limit=limit, cache=not no_cache)
     typer.echo(f"claim extraction, {split} split, profile {result['profile']} ({result['model']}); "
                f"a gold claim is found when an extracted one matches it ({next(iter(result['datasets'].values()))['match']})")
     typer.echo("| dataset | responses | gold claims | extracted | recall | precision |\n|---|---|---|---|---|---|")
@@ -446,13 +438,9 @@ def eval_cmd(
         used_split = split if dataset else "all"  # a run of user files alone is not split
         out_dir = out or default_out(verifier, [*(dataset or []), *(d.name.replace(":", "-") for d in user_data)],
                                      used_split, prof)
-        try:
-            result = run_eval(dataset or [], verifier, settings, out_dir, split=used_split, limit=limit,
-                              options=options, max_evidence=max_evidence, label=name,
-                              log=lambda m: typer.echo(m, err=True), cache=not no_cache, data=user_data)
-        finally:
-            if settings is not None:
-                settings.close()
+        result = run_eval(dataset or [], verifier, settings, out_dir, split=used_split, limit=limit,
+                          options=options, max_evidence=max_evidence, label=name,
+                          log=lambda m: typer.echo(m, err=True), cache=not no_cache, data=user_data)
     except HalucheckError as exc:
         fail(str(exc))
     cost = result.metrics["cost"]

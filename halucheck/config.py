@@ -135,17 +135,16 @@ def nli_model_path(flag: str | os.PathLike | None = None, config: str | os.PathL
     return str(Path(value).expanduser()) if value else None
 
 
-@dataclass
+@dataclass(frozen=True)
 class Settings:
-    """Profiles and the role -> profile mapping, with engines created lazily and shared per profile."""
+    """Profiles, the role -> profile mapping and per-role sampling: data only, resolved once. The engines
+    they describe are made and owned by :class:`halucheck.engines.pool.EnginePool`."""
 
     profiles: dict[str, Profile]
     default_profile: str
     roles: dict[str, str] = field(default_factory=dict)
     source: Path | None = None
     role_sampling: dict[str, dict] = field(default_factory=dict)  # `sampling:` in models.yaml, per role
-    wrap: Any = None  # optional callable(engine) -> engine, e.g. the run's reply cache
-    _engines: dict[str, Any] = field(default_factory=dict, repr=False)
 
     @classmethod
     def load(
@@ -217,26 +216,6 @@ class Settings:
     def profile_for(self, role: str) -> Profile:
         return self.profile(self.roles.get(role, self.default_profile))
 
-    def add_wrapper(self, wrapper) -> None:
-        """Wrap every engine created from now on in ``wrapper(engine)``, outside any wrapper already set
-        (e.g. the eval's cost meter around its reply cache)."""
-        inner = self.wrap
-        self.wrap = wrapper if inner is None else (lambda engine: wrapper(inner(engine)))
-
-    def engine_for(self, role: str):
-        """The engine serving ``role``; roles sharing a profile share one engine instance."""
-        prof = self.profile_for(role)
-        if prof.name not in self._engines:
-            from halucheck.engines import create_engine
-
-            try:
-                engine = create_engine(prof.engine, model=prof.model, **prof.options)
-            except (TypeError, ValueError) as exc:  # an option of the wrong kind that check_options let by
-                raise ConfigError(f"{self.source or 'models.yaml'}: profile {prof.name!r}: bad option "
-                                  f"({str(exc).splitlines()[0]}); fix it in the profile") from None
-            self._engines[prof.name] = self.wrap(engine) if self.wrap else engine
-        return self._engines[prof.name]
-
     def sampling_for(self, role: str) -> dict:
         """The sampling keys set for ``role``: its profile's, overridden by ``sampling: {role: ...}``."""
         return {**self.profile_for(role).sampling, **self.role_sampling.get(role, {})}
@@ -247,11 +226,6 @@ class Settings:
 
         overrides = self.sampling_for(role)
         return replace(base, **overrides) if overrides else base
-
-    def close(self) -> None:
-        for engine in self._engines.values():
-            engine.close()
-        self._engines.clear()
 
 
 def _engine_parameters(engine: str) -> dict[str, str] | None:

@@ -36,7 +36,7 @@ from halucheck.scoring import clamp01, decision_score, value_token_prob
 from halucheck.verify import Cost, Verifier, failed_verdict, verdict_from_score
 
 if TYPE_CHECKING:
-    from halucheck.config import Settings
+    from halucheck.engines.pool import EnginePool
 
 ROLE = "initial"  # the judges are single agents: they use the initial agent's profile
 THRESHOLD = 0.5  # score >= THRESHOLD -> hallucinated, for score-based judges
@@ -158,9 +158,9 @@ class PromptJudge(Verifier):
     logprobs: bool = False
     shots: bool = False
 
-    def sampling(self, settings: "Settings") -> SamplingParams:
+    def sampling(self, engines: "EnginePool") -> SamplingParams:
         base = SamplingParams(temperature=0.0, max_tokens=self.options.max_tokens)
-        overrides = settings.sampling_for(ROLE)
+        overrides = engines.settings.sampling_for(ROLE)
         return SamplingParams(**{**base.__dict__, **overrides}) if overrides else base
 
     def messages(self, check: Check, extra: dict | None = None) -> tuple[dict, ...]:
@@ -183,19 +183,19 @@ class PromptJudge(Verifier):
         ctx = {"evidence": list(evidence), "question": question, "text": text, "noun": noun, **(extra or {})}
         return p["shared"].render(**ctx) + "\n\n" + section["task"].render(**ctx)
 
-    def request(self, check: Check, settings: "Settings") -> Request:
+    def request(self, check: Check, engines: "EnginePool") -> Request:
         return Request(
             messages=self.messages(check),
             schema=self.reply.model_json_schema(),
-            sampling=self.sampling(settings),
+            sampling=self.sampling(engines),
             logprobs=self.logprobs,
             tag=f"eval:{self.name}",
         )
 
-    def verify(self, checks, settings, on_verdict=None, on_call=None) -> list[Verdict]:
+    def verify(self, checks, engines, on_verdict=None, on_call=None) -> list[Verdict]:
         t0 = time.perf_counter()
         cost = Cost(claims=len(checks))
-        results = settings.engine_for(ROLE).generate([self.request(c, settings) for c in checks])
+        results = engines.engine_for(ROLE).generate([self.request(c, engines) for c in checks])
         cost.add_results(results)
         out = []
         for i, res in enumerate(results):
@@ -290,12 +290,12 @@ class Consistency(SelfCheck):
     def least_calls(self) -> int:
         return 2 + max(0, self.options.samples)
 
-    def verify(self, checks, settings, on_verdict=None, on_call=None) -> list[Verdict]:
+    def verify(self, checks, engines, on_verdict=None, on_call=None) -> list[Verdict]:
         t0 = time.perf_counter()
         cost = Cost(claims=len(checks))
-        engine = settings.engine_for(ROLE)
+        engine = engines.engine_for(ROLE)
         k = max(0, self.options.samples)
-        greedy = [self.request(c, settings) for c in checks]
+        greedy = [self.request(c, engines) for c in checks]
         sampled = [
             replace(g, logprobs=False, sampling=replace(
                 g.sampling, temperature=max(self.options.sample_temperature, 1e-3), seed=self.options.seed + j + 1))
@@ -329,7 +329,7 @@ class Consistency(SelfCheck):
                 reqs.append(Request(
                     messages=self._reflect_messages(checks[i], verdict, decisions[i][3]),
                     schema=ReflectionReply.model_json_schema(),
-                    sampling=self.sampling(settings),
+                    sampling=self.sampling(engines),
                     tag="eval:consistency:reflect",
                 ))
             reflected = engine.generate(reqs)

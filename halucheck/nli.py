@@ -42,7 +42,7 @@ class NLI(Verifier):
         if not Path(path).is_dir():
             raise ConfigError(f"NLI model folder {path} does not exist; pass --nli-model a local CrossEncoder folder")
 
-    def verify(self, checks, settings=None, on_verdict=None, on_call=None) -> list[Verdict]:
+    def verify(self, checks, engines=None, on_verdict=None, on_call=None) -> list[Verdict]:
         self.check()
         t0 = time.perf_counter()
         if not any(c.evidence for c in checks):

@@ -19,6 +19,7 @@ from halucheck import claims as claim_stages
 from halucheck.config import Settings, index_path
 from halucheck.debate import DebateConfig
 from halucheck.engines.cache import CachingEngine
+from halucheck.engines.pool import EnginePool
 from halucheck.errors import InputError
 from halucheck.inputs import Item, read_input_bytes, read_items, truncation_point
 from halucheck.records import Check, Claim, Evidence
@@ -104,7 +105,8 @@ class Pending:
 
 
 class Pipeline:
-    """One run: owns the run database, the cached engines and the evidence sources."""
+    """One run: owns the run database, its engine pool (every engine behind the run's reply cache), the
+    verifier and the evidence sources."""
 
     def __init__(self, opts: RunOptions, settings: Settings, progress: Progress | None = None,
                  log: Callable[[str], None] = print, restart: bool = False) -> None:
@@ -112,12 +114,12 @@ class Pipeline:
         self.progress = progress or _null_progress
         if opts.out.exists() and not opts.out.is_dir():
             raise InputError(f"--out {opts.out} is a file; pass a folder for the run (it is created if missing)")
-        opts.out.mkdir(parents=True, exist_ok=True)
-        self.store = RunStore(opts.out / "run.duckdb", restart=restart)
-        settings.wrap = lambda engine: CachingEngine(engine, self.store)
         self.verifier = get_verifier(opts.verifier, VerifierOptions(debate=opts.debate, band=opts.band,
                                                                     nli_model=opts.nli_model))
-        self.verifier.check()
+        self.verifier.check()  # before anything is opened or written
+        opts.out.mkdir(parents=True, exist_ok=True)
+        self.store = RunStore(opts.out / "run.duckdb", restart=restart)
+        self.engines = EnginePool(settings, wrappers=(lambda engine: CachingEngine(engine, self.store),))
         self._corpus = None
 
     # -- the run ---------------------------------------------------------------------------------
@@ -166,7 +168,7 @@ class Pipeline:
 
     def close(self) -> None:
         self.store.close()
-        self.settings.close()
+        self.engines.close()
 
     # -- stage 0: input ----------------------------------------------------------------------------
     def load_items(self) -> list[tuple[int, Item]]:
@@ -213,7 +215,7 @@ class Pipeline:
             t0 = time.perf_counter()
             made, outs = claim_stages.claims_of_answers(
                 [(it.question, it.answer, truncation_point(it.answer)) for _, it in chunk],
-                self.settings.engine_for("filter"), self.settings.engine_for("extractor"),
+                self.engines.engine_for("filter"), self.engines.engine_for("extractor"),
                 self.opts.subjective_filter, self.opts.max_claims,
                 self.settings.sampling("filter", claim_stages.FILTER_SAMPLING),
                 self.settings.sampling("extractor", claim_stages.EXTRACT_SAMPLING))
@@ -244,7 +246,7 @@ class Pipeline:
         corpus = self.corpus()
         if corpus is None and not any(by_idx[r[1]].context for r in rows if r[1] in by_idx):
             self.log("note: no --corpus and no context in the input: claims are judged without evidence")
-        engine_q = self.settings.engine_for("query")
+        engine_q = self.engines.engine_for("query")
         had_errors = {r[0] for r in self.store.query("SELECT DISTINCT claim_id FROM errors WHERE claim_id IS NOT NULL")}
         bar = self.progress(total=len(rows), desc="evidence ", unit="claim")
         for start in range(0, len(rows), self.opts.batch_items * 4):
@@ -362,7 +364,7 @@ class Pipeline:
             if len(buffer) >= VERDICT_BATCH or time.perf_counter() - last[0] > VERDICT_FLUSH_S:
                 flush()
 
-        self.verifier.verify(checks, self.settings, on_verdict=on_verdict, on_call=on_call)
+        self.verifier.verify(checks, self.engines, on_verdict=on_verdict, on_call=on_call)
         flush([(name, c.llm_calls, c.prompt_tokens, c.completion_tokens, c.cached_tokens, c.wall_s, c.failed_calls)
                for name, c in self.verifier.costs.items()])
         bar.close()

@@ -2,9 +2,9 @@
 
 A verifier takes claims with their evidence (:class:`~halucheck.records.Check`) and returns one
 :class:`~halucheck.records.Verdict` per claim, in order: factuality, severity (where the verifier rates
-it), P(hallucinated), and its trace as turns. It is batch-first: every LLM call goes through the engines
-of ``settings`` (one ``generate`` call per step for all claims, or the debate's scheduler), so an engine
-always sees a full batch, the run's reply cache and the eval's meter see every call.
+it), P(hallucinated), and its trace as turns. It is batch-first: every LLM call goes through the engine
+pool it is given (one ``generate`` call per step for all claims, or the debate's scheduler), so an engine
+always sees a full batch, and the run's reply cache and the eval's meter see every call.
 
 Registry (name: module; ``halucheck eval --verifier`` and ``halucheck run --verifier`` take the same names):
 
@@ -31,7 +31,7 @@ from halucheck.errors import ConfigError
 from halucheck.records import Check, Verdict
 
 if TYPE_CHECKING:
-    from halucheck.config import Settings
+    from halucheck.engines.pool import EnginePool
 
 OnVerdict = Callable[[int, Verdict], None]  # (index of the check, its final verdict), as each one is decided
 OnCall = Callable[[int], None]  # after every LLM call: how many calls that claim has had so far
@@ -80,7 +80,7 @@ class Cost:
 
 
 class Verifier:
-    """Base class. ``verify(checks, settings)`` returns one Verdict per check, in order; ``costs`` then
+    """Base class. ``verify(checks, engines)`` returns one Verdict per check, in order; ``costs`` then
     says what each stage spent (one entry, this verifier's name, except for a cascade)."""
 
     name: str = ""
@@ -90,7 +90,7 @@ class Verifier:
         self.options = options or VerifierOptions()
         self.costs: dict[str, Cost] = {}
 
-    def verify(self, checks: Sequence[Check], settings: "Settings | None",
+    def verify(self, checks: Sequence[Check], engines: "EnginePool | None",
                on_verdict: OnVerdict | None = None, on_call: OnCall | None = None) -> list[Verdict]:
         raise NotImplementedError  # pragma: no cover
 
@@ -150,7 +150,7 @@ class Cascade(Verifier):
         for s in self.stages:
             s.check()
 
-    def verify(self, checks, settings, on_verdict=None, on_call=None):
+    def verify(self, checks, engines, on_verdict=None, on_call=None):
         verdicts: list[Verdict | None] = [None] * len(checks)
         todo = list(range(len(checks)))
         self.reached, self.costs = {}, {}
@@ -167,7 +167,7 @@ class Cascade(Verifier):
                 if on_verdict is not None and (last or not self.unsure(v)):
                     on_verdict(todo[j], merged(todo[j], v))
 
-            out = stage.verify([checks[i] for i in todo], settings, on_verdict=emit, on_call=on_call)
+            out = stage.verify([checks[i] for i in todo], engines, on_verdict=emit, on_call=on_call)
             self.costs.update(stage.costs)
             for i, v in zip(todo, out):
                 verdicts[i] = merged(i, v)

@@ -362,12 +362,14 @@ def run_pair(label_a, run_a, label_b, run_b, n) -> tuple[dict, list, list]:
 
 def bench_transformers(args) -> dict:
     from halucheck.config import Settings
+    from halucheck.engines.pool import EnginePool
 
     cfg = DebateConfig(min_rounds=args.min_rounds, max_rounds=args.max_rounds)
     n = args.claims[0]
     jobs = load_claims(n, evidence_words=args.evidence_words, passages=args.passages)
     settings = Settings.load(args.config, profile=args.profile)
-    engine = settings.engine_for("initial")
+    engines = EnginePool(settings)
+    engine = engines.engine_for("initial")
     sampling = SamplingParams(temperature=0.0, max_tokens=args.max_tokens)
     agents = Agents(engine=engine, sampling=sampling)
     print(f"transformers: profile {args.profile}, model {settings.profile_for('initial').model}, "
@@ -412,7 +414,7 @@ def bench_transformers(args) -> dict:
            "batched_claims_cpu_s": round(rows["batched"]["claims_cpu_s"], 4), "same_verdicts": same,
            "per_claim": per_claim}
     out.update(bench_layout(args, load_tokenizer(settings.profile_for("initial").model)))
-    settings.close()
+    engines.close()
     return out
 
 

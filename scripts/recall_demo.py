@@ -39,6 +39,7 @@ def main() -> None:
     from halucheck import claims as stages
     from halucheck import retrieval
     from halucheck.config import Settings
+    from halucheck.engines.pool import EnginePool
     from halucheck.engines.base import Request
     from halucheck.pipeline import fuse
     from halucheck.prompts import load as load_prompts
@@ -49,7 +50,8 @@ def main() -> None:
             for g in map(json.loads, (demo / "gold.jsonl").read_text().splitlines())}
     ks = [int(k) for k in args.k.split(",")]
     settings = Settings.load(profile=args.profile)
-    engine = settings.engine_for("query")
+    engines = EnginePool(settings)
+    engine = engines.engine_for("query")
     sampling = settings.sampling("query", stages.QUERY_SAMPLING)
     statements = [a["answer"] for a in answers]
 
@@ -83,7 +85,7 @@ def main() -> None:
         out["queries"] = {a["id"]: {n: qs[i] for n, qs in runs.items() if n != "answer alone"}
                           for i, a in enumerate(answers)}
         index.close() if hasattr(index, "close") else None
-    settings.close()
+    engines.close()
     print(json.dumps(out, ensure_ascii=False))
 
 

@@ -1,8 +1,11 @@
 """models.yaml -> Settings: profiles, role -> profile mapping and precedence."""
 
+import dataclasses
+
 import pytest
 
 from halucheck.config import Settings, parse_role_overrides
+from halucheck.engines.pool import EnginePool
 from halucheck.engines.fake import FakeEngine
 from halucheck.errors import ConfigError
 
@@ -21,18 +24,41 @@ def test_roles_map_to_profiles_and_share_engines():
     s = Settings.from_dict(RAW)
     assert s.profile_for("initial").name == "small"
     assert s.profile_for("leader").name == "judge"
-    assert s.engine_for("trust") is s.engine_for("skeptic")  # one engine per profile
-    assert s.engine_for("leader") is not s.engine_for("trust")
-    assert isinstance(s.engine_for("leader"), FakeEngine) and s.engine_for("leader").model == "j"
+    pool = EnginePool(s)
+    assert pool.engine_for("trust") is pool.engine_for("skeptic")  # one engine per profile
+    assert pool.engine_for("leader") is not pool.engine_for("trust")
+    assert isinstance(pool.engine_for("leader"), FakeEngine) and pool.engine_for("leader").model == "j"
     assert s.sampling_for("initial") == {"temperature": 0.2}
-    assert s.engine_for("initial").options == {}  # sampling keys are not engine options
+    assert pool.engine_for("initial").options == {}  # sampling keys are not engine options
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        s.default_profile = "big"  # settings are data, resolved once
+
+
+def test_pool_wraps_engines_in_order_and_closes_them():
+    closed, order = [], []
+
+    class Wrap(FakeEngine):
+        def __init__(self, inner, tag):
+            super().__init__()
+            self.inner, self.tag = inner, tag
+            order.append(tag)
+
+        def close(self):
+            closed.append(self.tag)
+
+    pool = EnginePool(Settings.from_dict(RAW), wrappers=(lambda e: Wrap(e, "cache"),))
+    pool.add_wrapper(lambda e: Wrap(e, "meter"))
+    outer = pool.engine_for("initial")
+    assert outer.tag == "meter" and outer.inner.tag == "cache" and order == ["cache", "meter"]
+    pool.close()
+    assert closed == ["meter"] and pool.engine_for("initial") is not outer  # closed engines are not reused
 
 
 def test_profile_flag_overrides_yaml_roles_and_role_flag_overrides_profile():
     s = Settings.from_dict(RAW, profile="big", role_overrides={"skeptic": "judge"})
     assert s.profile_for("leader").name == "big"
     assert s.profile_for("skeptic").name == "judge"
-    assert s.engine_for("trust").max_batch == 4
+    assert EnginePool(s).engine_for("trust").max_batch == 4
 
 
 def test_env_profile_overrides_yaml(monkeypatch):
@@ -57,7 +83,7 @@ def test_unknown_role_and_bad_role_flag():
 def test_unknown_engine_lists_available():
     s = Settings.from_dict({"profiles": {"x": {"engine": "llamacpp"}}})
     with pytest.raises(ConfigError, match="unknown engine 'llamacpp'.*available engines: fake"):
-        s.engine_for("initial")
+        EnginePool(s).engine_for("initial")
 
 
 def test_shipped_models_yaml_is_valid(tmp_path, monkeypatch):

@@ -19,8 +19,8 @@ from halucheck.records import Claim, Evidence, Role, State, Turn
 from halucheck.scoring import decision_score, value_token_prob
 
 if TYPE_CHECKING:
-    from halucheck.config import Settings
     from halucheck.engines.base import Engine
+    from halucheck.engines.pool import EnginePool
 
 
 PROMPT_SETS = ("grounded", "paper")
@@ -228,21 +228,23 @@ DEBATE_SAMPLING = SamplingParams(temperature=0.0, max_tokens=256)
 
 
 class Agents:
-    """Maps each debate role to its engine and sampling settings (from Settings / models.yaml)."""
+    """Maps each debate role to its engine (from an engine pool, or one engine for every role) and its
+    sampling settings (models.yaml's, through the pool's Settings)."""
 
-    def __init__(self, settings: "Settings | None" = None, engine: "Engine | None" = None,
+    def __init__(self, engines: "EnginePool | None" = None, engine: "Engine | None" = None,
                  sampling: SamplingParams | None = None) -> None:
-        if settings is None and engine is None:
-            raise ValueError("Agents needs settings or an engine")
-        self.settings = settings
+        if engines is None and engine is None:
+            raise ValueError("Agents needs an engine pool or an engine")
+        self.engines = engines
         self.engine = engine
         self.sampling = sampling or DEBATE_SAMPLING
 
     def engine_for(self, role: Role) -> "Engine":
-        return self.engine if self.engine is not None else self.settings.engine_for(role)
+        return self.engine if self.engine is not None else self.engines.engine_for(role)
 
     def request(self, claim: Claim, evidence: Sequence[Evidence], call: AgentCall) -> Request:
-        sampling = self.settings.sampling(call.role, self.sampling) if self.settings is not None else self.sampling
+        sampling = (self.engines.settings.sampling(call.role, self.sampling) if self.engines is not None
+                    else self.sampling)
         return Request(
             messages=build_messages(claim, evidence, call),
             schema=schema_for(call.role, call.prompts),

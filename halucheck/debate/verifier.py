@@ -25,8 +25,8 @@ class DebateVerifier(Verifier):
         c = self.options.debate
         return 1 + 3 * min(c.min_rounds, c.max_rounds)
 
-    def verify(self, checks, settings, on_verdict=None, on_call=None) -> list[Verdict]:
-        sched = Scheduler(Agents(settings), self.options.debate, on_verdict=on_verdict, on_turn=on_call)
+    def verify(self, checks, engines, on_verdict=None, on_call=None) -> list[Verdict]:
+        sched = Scheduler(Agents(engines), self.options.debate, on_verdict=on_verdict, on_turn=on_call)
         verdicts = sched.run(checks)
         s = sched.stats
         failed = sum(t.error is not None for v in verdicts for t in v.chain)

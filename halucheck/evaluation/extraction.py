@@ -138,12 +138,16 @@ def run_extraction_eval(datasets: Sequence[str], settings: "Settings", out: str 
 
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
-    store = _install_cache(settings, out / REPLIES_FILE) if cache else None
+    from halucheck.engines.pool import EnginePool
+
+    engines = EnginePool(settings)
+    store = _install_cache(engines, out / REPLIES_FILE) if cache else None
     try:
         per_set = {name: load_responses(name, split, limit) for name in datasets}
-        engine = settings.engine_for("extractor")
+        engine = engines.engine_for("extractor")
         extract(engine, [r for rs in per_set.values() for r in rs], settings)
     finally:
+        engines.close()
         if store is not None:
             store.close()
     profile = settings.profile_for("extractor")

@@ -33,6 +33,7 @@ from halucheck.evaluation.verifiers import VerifierOptions, get_verifier
 
 if TYPE_CHECKING:
     from halucheck.config import Settings
+    from halucheck.engines.pool import EnginePool
 
 MAX_EVIDENCE = 10  # passages per item shown to every verifier (0 = all)
 REPLIES_FILE = "replies.duckdb"
@@ -74,18 +75,18 @@ class Meter:
                 self.completion_tokens += r.completion_tokens
                 self.retried += r.attempts > 1
 
-    def install(self, settings: "Settings") -> None:
-        """Wrap every engine ``settings`` creates from now on (keeping any wrapper already set)."""
-        settings.add_wrapper(lambda engine: MeteredEngine(engine, self))
+    def install(self, engines: "EnginePool") -> None:
+        """Wrap every engine the pool creates from now on (outside any wrapper already added)."""
+        engines.add_wrapper(lambda engine: MeteredEngine(engine, self))
 
 
-def _install_cache(settings: "Settings", path: Path):
-    """Wrap every engine ``settings`` creates in a reply cache stored at ``path``; returns the store."""
+def _install_cache(engines: "EnginePool", path: Path):
+    """Wrap every engine the pool creates in a reply cache stored at ``path``; returns the store."""
     from halucheck.engines.cache import CachingEngine
     from halucheck.runstore import RunStore
 
     store = RunStore(path)
-    settings.add_wrapper(lambda engine: CachingEngine(engine, store))
+    engines.add_wrapper(lambda engine: CachingEngine(engine, store))
     return store
 
 
@@ -174,21 +175,26 @@ def run_eval(
     names = [*datasets, *(d.name for d in data)]
     shown = [replace(it, evidence=select_evidence(it.claim, it.evidence, max_evidence)) for it in items]
     meter = Meter()
-    profile = store = None
+    profile = store = engines = None
     if v.uses_llm:
         if settings is None:
             raise InputError(f"verifier {verifier!r} needs models: load settings (models.yaml) first")
+        from halucheck.engines.pool import EnginePool
+
+        engines = EnginePool(settings)  # this run's engines, closed when it ends
         if cache:
-            store = _install_cache(settings, Path(out) / REPLIES_FILE)
-        meter.install(settings)
+            store = _install_cache(engines, Path(out) / REPLIES_FILE)
+        meter.install(engines)
         profile = settings.profile_for("initial")
     scope = f"{split} split of the named sets, every item of the user files" if datasets and data else split
     log(f"{v.name}: {len(items)} items of {', '.join(names)} ({scope})"
         + (f" on profile {profile.name} ({profile.engine}: {profile.model})" if profile else ""))
     t0 = time.perf_counter()
     try:
-        preds = v.predict(shown, settings)
+        preds = v.predict(shown, engines)
     finally:
+        if engines is not None:
+            engines.close()
         if store is not None:
             store.close()
     wall = time.perf_counter() - t0

@@ -21,6 +21,7 @@ from halucheck.verify import Verifier, VerifierOptions, available, register
 
 if TYPE_CHECKING:
     from halucheck.config import Settings
+    from halucheck.engines.pool import EnginePool
 
 
 def text_of(item: EvalItem) -> tuple[str | None, str]:
@@ -66,8 +67,12 @@ class EvalVerifier:
     def __getattr__(self, name: str):
         return getattr(self.verifier, name)
 
-    def predict(self, items: Sequence[EvalItem], settings: "Settings | None") -> list[Prediction]:
-        verdicts = self.verifier.verify([check_of(it) for it in items], settings)
+    def predict(self, items: Sequence[EvalItem], models: "EnginePool | Settings | None") -> list[Prediction]:
+        """One Prediction per item; ``models``: the engine pool (or Settings, for a pool of its own)."""
+        from halucheck.engines.pool import pool_of
+
+        engines = pool_of(models) if models is not None else None
+        verdicts = self.verifier.verify([check_of(it) for it in items], engines)
         return [prediction_of(v) for v in verdicts]
 
 
