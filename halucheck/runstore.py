@@ -8,7 +8,8 @@ Failed work is stored as failed, never as done: an item whose claim extraction f
 valid verdict (or with a failed turn) is debated again. Errors are replaced when the work is retried, so
 the reports show only the failures that still stand.
 
-Schema changes are named, ordered migrations recorded in the ``migrations`` table.
+Schema changes are named, ordered migrations (``MIGRATIONS``, applied by :mod:`halucheck.migrations`)
+recorded in the ``migrations`` table.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import time
 from pathlib import Path
 from typing import Iterable
 
+from halucheck import migrations
 from halucheck.errors import HalucheckError
 from halucheck.records import Evidence, Turn, Verdict
 
@@ -81,6 +83,8 @@ MIGRATIONS: list[tuple[str, str]] = [
         """,
     ),
 ]
+
+MIGRATIONS_TABLE = "migrations"  # where applied migrations are recorded
 
 MAX_DEFER_S = 1.0  # the longest a deferred LLM reply waits for a transaction to be written in
 
@@ -169,18 +173,7 @@ class RunStore:
 
     def _migrate(self) -> None:
         with self.lock:
-            self.con.execute(
-                "CREATE TABLE IF NOT EXISTS migrations (name VARCHAR PRIMARY KEY, applied_at TIMESTAMP "
-                "DEFAULT current_timestamp)"
-            )
-            done = {r[0] for r in self.con.execute("SELECT name FROM migrations").fetchall()}
-            for name, sql in MIGRATIONS:
-                if name in done:
-                    continue
-                self.con.execute("BEGIN")
-                self.con.execute(sql)
-                self.con.execute("INSERT INTO migrations (name) VALUES (?)", [name])
-                self.con.execute("COMMIT")
+            migrations.apply(self.con, MIGRATIONS, table=MIGRATIONS_TABLE)
 
     def close(self) -> None:
         with self.lock:

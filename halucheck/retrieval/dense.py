@@ -6,6 +6,7 @@ offline from site-packages; any local sentence-transformers folder works instead
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 import re
@@ -147,6 +148,12 @@ def make_embedder(model: str | None = None, **kwargs):
     if model == "fake":
         return FakeEmbedder()
     return Embedder(model, **kwargs)
+
+
+@functools.lru_cache(maxsize=4)
+def get_embedder(model: str | None = None):
+    """A shared embedder per model spec (the model loads once per process)."""
+    return make_embedder(model or default_model())
 
 
 class DenseMatrix:

@@ -1,13 +1,14 @@
 """The index's DuckDB file: files, documents, chunks and embeddings, with named, ordered migrations.
 
-Schema changes are appended to ``MIGRATIONS`` (never edited); each applied one is recorded in
-``index_migrations``, so opening an older file upgrades it in place.
+Schema changes are appended to ``MIGRATIONS`` (never edited) and applied by :mod:`halucheck.migrations`;
+each applied one is recorded in ``index_migrations``, so opening an older file upgrades it in place.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
+from halucheck import migrations
 from halucheck.errors import InputError
 
 MIGRATIONS: list[tuple[str, str]] = [
@@ -30,6 +31,8 @@ MIGRATIONS: list[tuple[str, str]] = [
         """,
     ),
 ]
+
+MIGRATIONS_TABLE = "index_migrations"  # where applied migrations are recorded
 
 HINT = "build it with `halucheck index DIR --db {db}`"
 
@@ -72,10 +75,9 @@ def connect(db: str | Path, create: bool = False, read_only: bool = False):
 
 
 def _check_schema(con, db: Path) -> None:
-    tables = {r[0] for r in con.execute("SELECT table_name FROM information_schema.tables").fetchall()}
-    if "index_migrations" not in tables:
+    done = migrations.recorded(con, MIGRATIONS_TABLE)
+    if done is None:
         raise InputError(f"{db} is a DuckDB file but not a halucheck index; {HINT.format(db=db)}")
-    done = {r[0] for r in con.execute("SELECT name FROM index_migrations").fetchall()}
     missing = [name for name, _ in MIGRATIONS if name not in done]
     if missing:
         raise InputError(f"{db} was built by an older halucheck; update it with `halucheck index DIR --db {db}`")
@@ -83,23 +85,7 @@ def _check_schema(con, db: Path) -> None:
 
 def migrate(con) -> list[str]:
     """Apply pending migrations in order; returns the names applied."""
-    con.execute("CREATE TABLE IF NOT EXISTS index_migrations (name VARCHAR PRIMARY KEY, applied_at TIMESTAMP)")
-    done = {r[0] for r in con.execute("SELECT name FROM index_migrations").fetchall()}
-    applied = []
-    for name, sql in MIGRATIONS:
-        if name in done:
-            continue
-        con.execute("BEGIN")
-        try:
-            for stmt in filter(str.strip, sql.split(";")):
-                con.execute(stmt)
-            con.execute("INSERT INTO index_migrations VALUES (?, now())", [name])
-            con.execute("COMMIT")
-        except Exception:
-            con.execute("ROLLBACK")
-            raise
-        applied.append(name)
-    return applied
+    return migrations.apply(con, MIGRATIONS, table=MIGRATIONS_TABLE)
 
 
 def get_meta(con, key: str, default: str | None = None) -> str | None:
