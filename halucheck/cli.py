@@ -69,7 +69,8 @@ PROFILE_HELP = _profile_help()
 VERIFIER_HELP = ("debate (default), selfcheck, selfcheck-3shot, judge-likert, prometheus, lynx, consistency or nli; "
                  "or a cascade: names joined by commas (e.g. selfcheck,debate), each later verifier sees only the "
                  "claims the one before scored inside --band.")
-BAND_HELP = "A cascade's uncertainty band on P(hallucinated), LO,HI (default 0.2,0.8): claims scored inside it go on."
+BAND_HELP = ("A cascade's band on P(hallucinated), LO,HI (default 0,0.5: what the first verifier finds factual gets "
+             "the next one's second look): claims scored inside it go on.")
 
 
 def Flag(*names: str, help: str) -> bool:  # noqa: N802 - reads like typer.Option

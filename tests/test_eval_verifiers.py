@@ -191,7 +191,8 @@ def test_debate_verifier_runs_the_scheduler_with_the_items_evidence():
 @pytest.mark.parametrize("p, reached", [(0.6, 3), (0.99, 0)])
 def test_cascade_sends_on_only_the_claims_inside_the_band(p, reached):
     eng = LogprobEngine(p, reply={"reasoning": "r", "factuality": False, "error_severity": 3, "opinion": "No."})
-    v = get_verifier("selfcheck,debate", VerifierOptions(debate=DebateConfig(min_rounds=1, max_rounds=1)))
+    v = get_verifier("selfcheck,debate", VerifierOptions(debate=DebateConfig(min_rounds=1, max_rounds=1),
+                                                         band=(0.2, 0.8)))
     preds = v.predict(items(3), settings_with(eng))
     assert v.describe()["stages"] == {"selfcheck": {"claims": 3, "llm_calls": 3},
                                       **({"debate": {"claims": 3, "llm_calls": 3 * 4}} if reached else {})}

@@ -291,7 +291,7 @@ def test_run_with_a_judge_and_with_a_cascade(tmp_path, engine):
     assert "decided by selfcheck" in (tmp_path / "judge" / "report.html").read_text()
 
     # the cascade sends on only the claim selfcheck scored inside the band (0.4 in [0.2, 0.8])
-    summary, results = run(tmp_path, path, out="cascade", verifier="selfcheck,debate")
+    summary, results = run(tmp_path, path, out="cascade", verifier="selfcheck,debate", band=(0.2, 0.8))
     claims = {c["text"]: c for r in results for c in r["claims"]}
     unsure = claims["It was completed in 1889."]
     assert unsure["verifier"] == "debate" and unsure["chain"][0]["verifier"] == "selfcheck"
