@@ -104,8 +104,11 @@ def main() -> None:  # pragma: no cover - console entry point wrapper
 
 def _settings(config: Optional[Path], profile: Optional[str], roles: Optional[list[str]]):
     from halucheck.config import Settings, parse_role_overrides
+    from halucheck.engines.pool import check_profiles
 
-    return Settings.load(config, profile=profile, role_overrides=parse_role_overrides(roles))
+    settings = Settings.load(config, profile=profile, role_overrides=parse_role_overrides(roles))
+    check_profiles(settings)  # a typo in a profile's options fails now, before any work
+    return settings
 
 
 def _read_evidence(evidence: Optional[list[str]], evidence_file: Optional[list[Path]]):

@@ -193,11 +193,11 @@ class Settings:
         role_sampling = _role_sampling(raw.get("sampling"), where)
         settings = cls(profiles=profiles, default_profile=default, roles=roles, source=source,
                        role_sampling=role_sampling)
-        check_options(settings.profile(default), where)
+        settings.profile(default)
         for role, name in roles.items():
             if role not in ROLES:
                 raise ConfigError(f"unknown role {role!r}; roles are: {', '.join(ROLES)}")
-            check_options(settings.profile(name), where)
+            settings.profile(name)
         return settings
 
     def profile(self, name: str) -> Profile:
@@ -226,66 +226,6 @@ class Settings:
 
         overrides = self.sampling_for(role)
         return replace(base, **overrides) if overrides else base
-
-
-def _engine_parameters(engine: str) -> dict[str, str] | None:
-    """Option name -> annotation of an engine's constructor, or None when it cannot be known (an unknown
-    engine, reported when it is created, or a factory taking any keyword)."""
-    import inspect
-
-    from halucheck.engines import engine_class
-
-    try:
-        target = engine_class(engine)
-    except ConfigError:
-        return None
-    params = inspect.signature(target.__init__ if inspect.isclass(target) else target).parameters.values()
-    if not inspect.isclass(target) and any(p.kind is p.VAR_KEYWORD for p in params):
-        return None
-    return {p.name: str(p.annotation) for p in params
-            if p.name not in ("self", "model") and p.kind not in (p.VAR_KEYWORD, p.VAR_POSITIONAL)}
-
-
-def _type_problem(value: Any, annotation: str) -> str | None:
-    """What is wrong with ``value`` for a simple annotation ("float", "int | None", "bool"), else None."""
-    kinds = {a.strip() for a in annotation.split("|")}
-    if value is None and "None" in kinds:
-        return None
-    if "bool" in kinds and kinds <= {"bool", "None"}:
-        return None if isinstance(value, bool) else "true or false"
-    if kinds & {"int", "float"} and kinds <= {"int", "float", "None"}:
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            return "a whole number" if "float" not in kinds else "a number"
-        if "float" not in kinds and not isinstance(value, int):
-            return "a whole number"
-    return None
-
-
-def check_options(profile: Profile, where: object = "models.yaml") -> None:
-    """Reject a profile option its engine does not take (a typo such as ``timeout:`` would otherwise be
-    ignored silently) and options of the wrong kind (``timeout_s: abc``), naming the file and the fix."""
-    from halucheck.engines.base import SamplingParams
-
-    params = _engine_parameters(profile.engine)
-    sampling_types = {k: str(v) for k, v in SamplingParams.__annotations__.items()}
-    for key, value in profile.sampling.items():
-        problem = _type_problem(value, sampling_types.get(key, ""))
-        if problem:
-            raise ConfigError(f"{where}: profile {profile.name!r}: {key} must be {problem}, got {value!r}")
-    if params is None:
-        return
-    for key, value in profile.options.items():
-        if key not in params:
-            import difflib
-
-            valid = sorted({"engine", "model", *SAMPLING_KEYS, *params})
-            near = difflib.get_close_matches(key, valid, n=1)
-            hint = f" (did you mean {near[0]!r}?)" if near else ""
-            raise ConfigError(f"{where}: profile {profile.name!r} has an unknown option {key!r}{hint}; "
-                              f"valid options for engine {profile.engine!r}: {', '.join(valid)}")
-        problem = _type_problem(value, params[key])
-        if problem:
-            raise ConfigError(f"{where}: profile {profile.name!r}: {key} must be {problem}, got {value!r}")
 
 
 def _role_sampling(raw: Any, where: Any) -> dict[str, dict]:

@@ -4,12 +4,13 @@ closed together. Settings stays data; this is what owns engines."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
+from halucheck.config import SAMPLING_KEYS
 from halucheck.errors import ConfigError
 
 if TYPE_CHECKING:
-    from halucheck.config import Settings
+    from halucheck.config import Profile, Settings
     from halucheck.engines.base import Engine
 
 Wrapper = Callable[["Engine"], "Engine"]
@@ -19,6 +20,7 @@ class EnginePool:
     """``engine_for(role)`` creates the role's engine on first use; ``close()`` closes every one."""
 
     def __init__(self, settings: "Settings", wrappers: tuple[Wrapper, ...] = ()) -> None:
+        check_profiles(settings)  # before any engine is made
         self.settings = settings
         self.wrappers: list[Wrapper] = list(wrappers)
         self._engines: dict[str, "Engine"] = {}
@@ -56,9 +58,75 @@ class EnginePool:
         self.close()
 
 
+def _engine_parameters(engine: str) -> dict[str, str] | None:
+    """Option name -> annotation of an engine's constructor, or None when it cannot be known (an unknown
+    engine, reported when it is created, or a factory taking any keyword)."""
+    import inspect
+
+    from halucheck.engines import engine_class
+
+    try:
+        target = engine_class(engine)
+    except ConfigError:
+        return None
+    params = inspect.signature(target.__init__ if inspect.isclass(target) else target).parameters.values()
+    if not inspect.isclass(target) and any(p.kind is p.VAR_KEYWORD for p in params):
+        return None
+    return {p.name: str(p.annotation) for p in params
+            if p.name not in ("self", "model") and p.kind not in (p.VAR_KEYWORD, p.VAR_POSITIONAL)}
+
+
+def _type_problem(value: Any, annotation: str) -> str | None:
+    """What is wrong with ``value`` for a simple annotation ("float", "int | None", "bool"), else None."""
+    kinds = {a.strip() for a in annotation.split("|")}
+    if value is None and "None" in kinds:
+        return None
+    if "bool" in kinds and kinds <= {"bool", "None"}:
+        return None if isinstance(value, bool) else "true or false"
+    if kinds & {"int", "float"} and kinds <= {"int", "float", "None"}:
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            return "a whole number" if "float" not in kinds else "a number"
+        if "float" not in kinds and not isinstance(value, int):
+            return "a whole number"
+    return None
+
+
+def check_options(profile: "Profile", where: object = "models.yaml") -> None:
+    """Reject a profile option its engine does not take (a typo such as ``timeout:`` would otherwise be
+    ignored silently) and options of the wrong kind (``timeout_s: abc``), naming the file and the fix."""
+    from halucheck.engines.base import SamplingParams
+
+    params = _engine_parameters(profile.engine)
+    sampling_types = {k: str(v) for k, v in SamplingParams.__annotations__.items()}
+    for key, value in profile.sampling.items():
+        problem = _type_problem(value, sampling_types.get(key, ""))
+        if problem:
+            raise ConfigError(f"{where}: profile {profile.name!r}: {key} must be {problem}, got {value!r}")
+    if params is None:
+        return
+    for key, value in profile.options.items():
+        if key not in params:
+            import difflib
+
+            valid = sorted({"engine", "model", *SAMPLING_KEYS, *params})
+            near = difflib.get_close_matches(key, valid, n=1)
+            hint = f" (did you mean {near[0]!r}?)" if near else ""
+            raise ConfigError(f"{where}: profile {profile.name!r} has an unknown option {key!r}{hint}; "
+                              f"valid options for engine {profile.engine!r}: {', '.join(valid)}")
+        problem = _type_problem(value, params[key])
+        if problem:
+            raise ConfigError(f"{where}: profile {profile.name!r}: {key} must be {problem}, got {value!r}")
+
+
+def check_profiles(settings: "Settings") -> None:
+    """Check the options of every profile a role uses against its engine (see :func:`check_options`)."""
+    for name in sorted({settings.default_profile, *settings.roles.values()}):
+        check_options(settings.profile(name), settings.source or "models.yaml")
+
+
 def pool_of(models: "Settings | EnginePool") -> EnginePool:
     """``models`` itself when it is a pool, else a new pool over those settings (its caller closes it)."""
     return models if isinstance(models, EnginePool) else EnginePool(models)
 
 
-__all__ = ["EnginePool", "Wrapper", "pool_of"]
+__all__ = ["EnginePool", "Wrapper", "check_options", "check_profiles", "pool_of"]
