@@ -452,6 +452,10 @@ def eval_cmd(
     for ds, res in result.metrics["results"].items():
         if res.get("debate"):
             typer.echo(f"debate chains, {ds}: " + ", ".join(f"{k} {v}" for k, v in res["debate"].items()))
+    stages = result.metrics["settings"].get("stages")
+    if stages:  # a cascade: how far the claims went
+        typer.echo("cascade: " + ", then ".join(f"{name} saw {st['claims']} of {result.items} items "
+                                                 f"({st['llm_calls']} LLM calls)" for name, st in stages.items()))
     _report_missing(out_dir, result.items)
     reused = f", {cost['cached_replies']} replies reused" if cost.get("cached_replies") else ""
     typer.echo(f"\n{result.items} items; {cost['llm_calls']} LLM calls, {cost['invalid_replies']} invalid replies{reused}, "

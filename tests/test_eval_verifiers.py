@@ -344,6 +344,10 @@ def test_cli_eval_and_compare(tmp_path, config, toy_sets):
     assert first["detail"]["chain"][0]["state"] == "S0" and len(first["detail"]["chain"]) == 7
     r = runner.invoke(app, ["eval", "-d", "a", "-n", "4", "-v", "selfcheck", "--config", str(config), "-o", str(d2)])
     assert r.exit_code == 0, r.output
+    r = runner.invoke(app, ["eval", "-d", "a", "-n", "4", "-v", "selfcheck,debate", "--band", "0,1", "--max-rounds", "2",
+                            "--config", str(config), "-o", str(tmp_path / "cascade")])
+    assert r.exit_code == 0, r.output
+    assert "cascade: selfcheck saw 4 of 4 items (4 LLM calls), then debate saw 4 of 4 items (28 LLM calls)" in r.stdout
     r = runner.invoke(app, ["eval", "--compare", str(d1), str(d2)])
     assert r.exit_code == 0, r.output
     lines = [line for line in r.stdout.splitlines() if line.startswith("|")]
