@@ -43,10 +43,13 @@ class Claim:
 
 @dataclass(frozen=True)
 class Check:
-    """One claim to verify with the evidence every verifier is shown for it."""
+    """One claim to verify with the evidence every verifier is shown for it. ``meta``: structured facts a
+    tool checker may use when the text alone is not enough (e.g. a labelled calculation's expression and
+    claimed result, a cited work's title, authors and year); not part of the key."""
 
     claim: Claim
     evidence: tuple[Evidence, ...] = ()
+    meta: dict = field(default_factory=dict, compare=False, hash=False)
 
     def key(self) -> str:
         """Identical claims (same statement, same evidence texts) share a key and are verified once."""

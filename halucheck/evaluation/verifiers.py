@@ -37,7 +37,8 @@ def text_of(item: EvalItem) -> tuple[str | None, str]:
 def check_of(item: EvalItem) -> Check:
     """The claim and evidence every verifier is shown for ``item``."""
     question, text = text_of(item)
-    return Check(Claim(text=text, question=question), tuple(Evidence(text=e, source=item.id) for e in item.evidence))
+    return Check(Claim(text=text, question=question), tuple(Evidence(text=e, source=item.id) for e in item.evidence),
+                 meta=dict(item.meta))
 
 
 def prediction_of(verdict: Verdict | None) -> Prediction:
