@@ -3,7 +3,7 @@
 Every metric is registered by name with its direction (``higher_is_better``) and takes the gold
 labels, the hard predictions and the scores (probability that the item is hallucinated), each as a
 1-D numpy array. Threshold metrics use ``predictions``; ranking and calibration metrics use
-``scores``. Everything but ECE is computed with scikit-learn.
+``scores``. Everything but ECE and Brier is computed with scikit-learn.
 
 Conventions:
 
@@ -14,6 +14,8 @@ Conventions:
   ``ECE = sum_k (n_k / n) * |mean(label in bin k) - mean(score in bin k)|``, empty bins skipped.
   This is the binary (positive-class reliability) ECE, not the top-label one.
 - Brier: mean squared difference between the score and the 0/1 label.
+
+ECE and Brier are those of :mod:`halucheck.calibration` (one definition for evaluation and calibration).
 
 Confidence intervals are percentile bootstrap intervals (default 1,000 resamples, 95 %, fixed
 seed). When ``groups`` are given, whole groups (a response and all of its claims) are resampled, so
@@ -32,10 +34,11 @@ import numpy as np
 from scipy.stats import rankdata
 from sklearn import metrics as skm
 
+from halucheck.calibration import ECE_BINS, brier_score, expected_calibration_error
+
 N_BOOT = 1000
 SEED = 0
 CI = 0.95
-ECE_BINS = 10
 
 
 @dataclass(frozen=True)
@@ -103,19 +106,12 @@ def auroc(y, p, s) -> float:
 @register_metric("ece", False, "ECE")
 def ece(y, p, s, n_bins: int = ECE_BINS) -> float:
     """Expected calibration error of the hallucination probability (see module docstring)."""
-    if not y.size:
-        return math.nan
-    bins = np.minimum((s * n_bins).astype(int), n_bins - 1)
-    total = 0.0
-    for b in np.unique(bins):
-        m = bins == b
-        total += m.sum() / y.size * abs(y[m].mean() - s[m].mean())
-    return float(total)
+    return expected_calibration_error(s, y, n_bins)
 
 
 @register_metric("brier", False, "Brier")
 def brier(y, p, s) -> float:
-    return float(skm.brier_score_loss(y, s, pos_label=1)) if y.size else math.nan
+    return brier_score(s, y)
 
 
 # ---------------------------------------------------------------- bootstrap
