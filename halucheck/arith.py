@@ -13,6 +13,9 @@ A claimed result with *d* decimals matches when it is within half a unit of its 
 (``60444034 / 12 = 5037002.83`` is right), plus a relative 1e-12 for inexact values; with
 ``approximate=True`` (written ``≈``) an integer's trailing zeros count as rounding too (``≈ 5000``).
 :func:`find_calculations` finds ``expression = result`` in free text for :func:`check`.
+
+:class:`ArithVerifier` (``--verifier arith``) is the FacTool-style math check: each calculation of a
+claim is evaluated by this module, never judged by a model (see its docstring for the verdicts it gives).
 """
 
 from __future__ import annotations
@@ -21,9 +24,14 @@ import ast
 import math
 import operator
 import re
+import time
 from dataclasses import dataclass
+from decimal import Context, Decimal
 from fractions import Fraction
-from typing import Callable
+from typing import Callable, Sequence
+
+from halucheck.records import Check, Turn, Verdict
+from halucheck.verify import Cost, Verifier, failed_verdict
 
 MAX_LENGTH = 500  # characters of an expression or a claimed result, as written
 MAX_OPERATIONS_IN_TEXT = 30  # operators in one expression that find_calculations takes
@@ -302,13 +310,159 @@ def find_calculations(text: str) -> list[Calculation]:
     operation (``48 x 125 = 6000 - 200 = 5800``) is no result but the next expression: that equation
     is skipped and the calculation starting at its right-hand number (``6000 - 200 = 5800``) is found.
     An expression has at most MAX_OPERATIONS_IN_TEXT operations; a longer one is not found at all,
-    rather than found as a wrong-looking tail. Function calls (``sqrt(2)``) are not looked for.
+    rather than found as a wrong-looking tail. Brackets must pair up inside the expression: unpaired
+    ones at its edges belong to the sentence and are left out (``(100/4 = 25)`` gives ``100/4``); an
+    expression with an unpaired bracket inside (``2(5364765) + 16094295``, read from ``5364765)`` on) is
+    the tail of a longer one and is not found. Function calls (``sqrt(2)``) are not looked for.
     """
-    return [
-        Calculation(
-            expression=match["expression"], claimed=match["claimed"],
+    found = []
+    for match in _CALCULATION.finditer(text):
+        span = _paired(text, *match.span("expression"))
+        if span is None:
+            continue
+        found.append(Calculation(
+            expression=text[span[0]:span[1]], claimed=match["claimed"],
             approximate=match["relation"] in ("≈", "~"),
-            span=(match.start(), match.end("claimed")), claimed_span=match.span("claimed"),
-        )
-        for match in _CALCULATION.finditer(text)
-    ]
+            span=(span[0], match.end("claimed")), claimed_span=match.span("claimed"),
+        ))
+    return found
+
+
+def _paired(text: str, start: int, end: int) -> tuple[int, int] | None:
+    """``(start, end)`` of ``text[start:end]`` without its unpaired edge brackets (an opening one
+    before the first number, a closing one after the last), or None when an unpaired one is inside."""
+    opened: list[int] = []
+    unpaired: list[int] = []
+    for i in range(start, end):
+        if text[i] in "([":
+            opened.append(i)
+        elif text[i] in ")]":
+            if opened:
+                opened.pop()
+            else:
+                unpaired.append(i)
+    first = next(i for i in range(start, end) if text[i].isdigit())
+    last = max(i for i in range(start, end) if text[i].isdigit())
+    if any(i < first for i in unpaired) or any(first < i < last for i in opened + unpaired):
+        return None
+    if opened:  # unpaired openings, all before the first number: start after the last of them
+        start = opened[-1] + 1
+    if unpaired:  # unpaired closings, all after the last number: end before the first of them
+        end = unpaired[0]
+    while text[start].isspace():
+        start += 1
+    while text[end - 1].isspace():
+        end -= 1
+    return start, end
+
+
+# --- the verifier ---
+
+# Severity of a wrong result by its relative error |value - claimed| / |value|: below 1 % -> 1, below 10 % -> 2,
+# below 50 % -> 3, below 200 % -> 4, else 5. Under 1 % is a slip in the last digits or a rounding the text does
+# not own up to (2179253 for 2179253.67); under 10 % a wrong carry or a dropped small term; under 50 % a wrong
+# operand or step; under 200 % the answer is off by up to about a factor of three (a term counted twice, a
+# half for a whole); beyond that it is out by an order of magnitude, or its sign is wrong (relative error 2),
+# or the true value is 0 (infinite): the number is no longer about the same quantity.
+SEVERITY_BOUNDS = ((0.01, 1), (0.10, 2), (0.50, 3), (2.0, 4))
+
+# P(hallucinated) of a decided verdict. The evaluation is exact, so the doubt left is not in the arithmetic but
+# in reading the claim: whether the expression found (or given) is the one the text means. 0.02 / 0.98 keeps
+# that small doubt visible and keeps log-odds finite where verdicts are pooled, without pretending a model
+# weighed anything.
+P_RIGHT, P_WRONG = 0.02, 0.98
+
+
+def severity_of(relative_error: float) -> int:
+    """Severity 1-5 of a wrong result with this relative error (see :data:`SEVERITY_BOUNDS`)."""
+    for bound, severity in SEVERITY_BOUNDS:
+        if relative_error < bound:
+            return severity
+    return 5
+
+
+def _show(value: Fraction) -> str:
+    """A value for people: integers in full (up to 30 digits), else 12 significant digits (``≈`` when cut)."""
+    if value.denominator == 1 and len(str(abs(value.numerator))) <= 30:
+        return str(value.numerator)
+    shown = Context(prec=12).divide(Decimal(value.numerator), Decimal(value.denominator))
+    text = format(shown.normalize(), "f" if abs(shown.adjusted()) < 15 else "e")
+    return text if Fraction(shown) == value else "≈ " + text
+
+
+def _percent(relative_error: float) -> str:
+    return "∞ (the value is 0)" if math.isinf(relative_error) else f"{relative_error * 100:.3g} %"
+
+
+class ArithVerifier(Verifier):
+    """``arith``: the FacTool math check. Every calculation of a claim is evaluated by :func:`check`; no model.
+
+    The calculations are ``check.meta["expression"]`` and ``check.meta["claimed"]`` (and
+    ``meta["approximate"]``, for ``≈``) when the claim carries them (a labelled calculation), else every
+    ``expression = result`` :func:`find_calculations` finds in the claim's text (a sentence, or a whole
+    response: FacTool has a model extract the calculations from a response; here this deterministic
+    finder is the extractor). A claim is factual when all of its calculations are right:
+    ``error_severity`` 0, ``p_hallucinated`` :data:`P_RIGHT`. One wrong result makes it not factual, with
+    the worst wrong result's severity (:func:`severity_of`) and ``p_hallucinated`` :data:`P_WRONG`;
+    ``confidence`` is 0.98 either way. No calculation found, or one that cannot be evaluated (unparseable,
+    not allowed, too big) while none is wrong, gives a failed verdict saying why; a wrong result decides the
+    claim whatever its other calculations are. The trace is one turn saying what was computed.
+    """
+
+    name = "arith"
+    uses_llm = False
+
+    def describe(self) -> dict:
+        return {"arith": {"severity_bounds": [list(b) for b in SEVERITY_BOUNDS], "p_hallucinated": [P_RIGHT, P_WRONG]}}
+
+    def verify(self, checks: Sequence[Check], engines=None, on_verdict=None, on_call=None) -> list[Verdict]:
+        t0 = time.perf_counter()
+        out = []
+        for i, c in enumerate(checks):
+            v = self.verdict(c)
+            out.append(v)
+            if on_verdict is not None:
+                on_verdict(i, v)
+        self.costs = {self.name: Cost(claims=len(checks), wall_s=time.perf_counter() - t0)}
+        return out
+
+    def verdict(self, c: Check) -> Verdict:
+        """The verdict on one claim's calculations."""
+        meta = c.meta or {}
+        if "expression" in meta or "claimed" in meta:
+            if meta.get("expression") is None or meta.get("claimed") is None:
+                return failed_verdict(self.name, "the claim's meta gives an expression or a claimed result, not both")
+            results = [check(str(meta["expression"]), str(meta["claimed"]), approximate=bool(meta.get("approximate")))]
+        else:
+            results = [calc.check() for calc in find_calculations(c.claim.text)]
+        if not results:
+            return failed_verdict(self.name, "no calculation found in the claim")
+        lines = [self._line(r) for r in results]
+        opinion = lines[0] if len(lines) == 1 else " ".join(f"[{k}] {line}" for k, line in enumerate(lines, 1))
+        wrong = [r for r in results if r.matches is False]
+        broken = [r for r in results if r.matches is None]
+        if broken and not wrong:
+            error = "; ".join(f"cannot evaluate {r.expression} = {r.claimed}: {r.error}" for r in broken)
+            turn = Turn(state="S0", role="initial", opinion=opinion, factuality=None, error_severity=None,
+                        error=error, verifier=self.name)
+            return failed_verdict(self.name, error, turn)
+        factual = not wrong
+        severity = 0 if factual else max(severity_of(r.relative_error) for r in wrong)  # type: ignore[arg-type]
+        p = P_RIGHT if factual else P_WRONG
+        turn = Turn(state="S0", role="initial", opinion=opinion, factuality=factual, error_severity=severity,
+                    p_factual=1.0 - p, verifier=self.name)
+        return Verdict(factuality=factual, error_severity=severity, confidence=1.0 - P_RIGHT, chain=[turn],
+                       p_hallucinated=p, verifier=self.name)
+
+    @staticmethod
+    def _line(r: ArithResult) -> str:
+        """``48 x 125 = 6000 (claimed 5800; off by 3.33 %)``: what was computed and how the claim fares."""
+        if r.matches is None:
+            return f"{r.expression} = ? (claimed {r.claimed}; cannot evaluate: {r.error})"
+        shown = _show(r.value)  # type: ignore[arg-type]
+        if r.matches:
+            how = "right" if r.value == r.claimed_value else "right to the precision stated"
+        else:
+            how = f"off by {_percent(r.relative_error)}"  # type: ignore[arg-type]
+        rel = "≈" if shown.startswith("≈") else "="
+        return f"{r.expression} {rel} {shown.removeprefix('≈ ')} (claimed {r.claimed}; {how})"

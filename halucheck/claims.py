@@ -238,11 +238,12 @@ def extract_claims(engine: "Engine", texts: Sequence[str], contexts: Sequence[st
 
 @dataclass
 class AnswerClaims:
-    """What the claim stage made of one answer: its claims as (text, question, start, end) (``question``
-    set only for the short-QA claim question + answer), or the ``error`` (stage, message) of a failed call
-    (the answer is then tried again later); ``warning``: claims were cut at ``max_claims``."""
+    """What the claim stage made of one answer: its claims as (text, question, start, end, kind)
+    (``question`` set only for the short-QA claim question + answer; ``kind`` see :func:`calculations`), or
+    the ``error`` (stage, message) of a failed call (the answer is then tried again later); ``warning``:
+    claims were cut at ``max_claims``."""
 
-    claims: list[tuple[str, str | None, int, int]] = field(default_factory=list)
+    claims: list[tuple[str, str | None, int, int, str]] = field(default_factory=list)
     error: tuple[str, str] | None = None
     warning: str | None = None
 
@@ -260,12 +261,14 @@ def claims_of_answers(answers: Sequence[tuple[str | None, str, int | None]], eng
     answer, with no model call; any other answer is read one sentence at a time (:func:`units`), after the
     subjective filter when ``subjective_filter`` is ``on``, or ``auto`` and the answer reads like dialogue;
     its claims are each kept once (:func:`select`), cut at ``max_claims``, and located in the answer
-    (:func:`locate`). A failed call fails its whole answer."""
+    (:func:`locate`). Every calculation written in the answer (``48 x 125 = 5800``) is a claim of its own,
+    word for word, found without a model (:func:`calculations`); an extracted claim that restates one is
+    dropped. A failed call fails its whole answer."""
     out = [AnswerClaims() for _ in answers]
     work = []  # (answer index, sentence, needs the filter, context for the extractor)
     for i, (question, answer, cut) in enumerate(answers):
         if question and is_short_answer(answer):  # the paper's short-QA rule: question + answer is one claim
-            out[i].claims = [(answer.strip(), question, 0, len(answer))]
+            out[i].claims = [(answer.strip(), question, 0, len(answer), "knowledge")]
             continue
         text = answer[:cut] if cut else answer
         needs = subjective_filter == "on" or (subjective_filter == "auto" and looks_like_dialogue(text))
@@ -288,17 +291,52 @@ def claims_of_answers(answers: Sequence[tuple[str | None, str, int | None]], eng
                 out[w[0]].error = ("extract", o.error)
         else:
             found.setdefault(w[0], []).extend((c, w[1]) for c in o.value)
-    for i, (_, answer, _) in enumerate(answers):
+    for i, (_, answer, cut) in enumerate(answers):
         a = out[i]
         if a.claims or a.error:
             continue
-        kept = select(found.get(i, []))
-        if len(kept) > max_claims:
-            a.warning = (f"{len(kept)} claims found; the first {max_claims} are checked "
+        calcs = calculations(answer[:cut] if cut else answer)
+        written = {_calc_key(c[0]) for c in calcs}
+        kept = [(c, seg) for c, seg in select(found.get(i, [])) if not _restates(c, written)]
+        if len(calcs) + len(kept) > max_claims:
+            a.warning = (f"{len(calcs) + len(kept)} claims found; the first {max_claims} are checked "
                          "(raise --max-claims to check more)")
-            kept = kept[:max_claims]
-        a.claims = [(c, None, *locate(c, answer, within=seg)) for c, seg in kept]
+            kept = kept[:max(0, max_claims - len(calcs))]
+            calcs = calcs[:max_claims]
+        a.claims = [(c, None, *locate(c, answer, within=seg), "knowledge") for c, seg in kept]
+        a.claims += [(text, None, s, e, "calculation") for text, s, e in calcs]
+        a.claims.sort(key=lambda c: c[2])
     return out, filtered + extracted
+
+
+def calculations(text: str) -> list[tuple[str, int, int]]:
+    """The calculations written in ``text`` (``expression = result``, see :func:`halucheck.arith.find_calculations`)
+    as (exact text, start, end): each becomes a ``calculation`` claim, checked by evaluating it, not by a model."""
+    from halucheck.arith import find_calculations
+
+    out = []
+    for c in find_calculations(text):
+        start, end = c.span[0], c.claimed_span[1]
+        out.append((text[start:end], start, end))
+    return out
+
+
+def _restates(claim: str, written: set[str]) -> bool:
+    """Whether an extracted claim is little more than a calculation already taken word for word from the
+    answer ("48 x 125 = 5800 apples."); one that also states other facts stays."""
+    calcs = calculations(claim)
+    if not calcs or _calc_key(claim) not in written:
+        return False
+    rest = claim
+    for text, _, _ in calcs:
+        rest = rest.replace(text, " ")
+    return len(re.findall(r"\w+", rest)) <= 3
+
+
+def _calc_key(text: str) -> str:
+    """A calculation's identity whatever its spacing or signs: its expression and result, digits and operators."""
+    found = calculations(text)
+    return re.sub(r"\s+", "", found[0][0]).lower() if found else ""
 
 
 _TRUTH_QUESTION = re.compile(

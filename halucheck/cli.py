@@ -315,6 +315,8 @@ def _print_summary(summary: dict, out_dir: Path) -> None:
     elif s.get("failed_calls"):
         typer.echo(f"  {s['failed_calls']} LLM calls failed and were retried successfully")
     typer.echo(f"  claims: {s['claims']} checked, {s['false_claims']} false, {s['undecided_claims']} undecided")
+    if s.get("calibration"):
+        typer.echo(f"  P(hallucinated) {s['calibration']}")
     if len(s.get("decided_by", {})) > 1:  # a cascade: which stage decided how many
         typer.echo("  decided by: " + ", ".join(f"{n} {k}" for k, n in s["decided_by"].items()))
     if s.get("answers_with_unchecked_text"):
@@ -362,8 +364,9 @@ def _eval_extraction(dataset, split, limit, out, config, profile, role, no_cache
 def eval_cmd(
     dirs: Optional[list[Path]] = typer.Argument(None, help="With --compare: the run directories to tabulate."),
     dataset: Optional[list[str]] = typer.Option(
-        None, "--dataset", "-d", help="Labeled set (repeatable): factool-qa, factool-qa-response, factcheck-gpt, wice, "
-        "halueval-qa, halueval-general, halueval2, truthfulqa."),
+        None, "--dataset", "-d", help="Labeled set (repeatable): factool-qa, factool-qa-response, factool-math, "
+        "factool-math-response, factool-sci, factool-sci-response, factcheck-gpt, wice, halueval-qa, halueval-general, "
+        "halueval2, truthfulqa."),
     data: Optional[list[Path]] = typer.Option(
         None, "--data", help="Your own labelled file (repeatable), .jsonl or .csv: id, answer (or claim), hallucinated "
         "(true/false), and optional question, context, evidence. Scored as dataset data:<file name>, alone or beside "
@@ -394,6 +397,9 @@ def eval_cmd(
     max_evidence: int = typer.Option(10, help="Evidence passages per item, the most relevant by BM25 (0 = all); "
                                      "with --corpus, the passages retrieved per item (0: 10)."),
     nli_model: Optional[Path] = typer.Option(None, "--nli-model", help="nli: a local sentence-transformers CrossEncoder folder."),
+    bibliography: Optional[Path] = typer.Option(
+        None, "--bibliography", help="citation: the works that exist, a BibTeX (.bib), CSL-JSON (.json) or CSV (.csv: "
+        "title, authors, year) file (default for factool-sci: the set's own citations labelled true)."),
     config: Optional[Path] = typer.Option(None, "--config", help="Path to models.yaml."),
 ) -> None:
     """Score a verifier on a labeled set or your own labelled file (predictions.jsonl + metrics.json with
@@ -434,7 +440,16 @@ def eval_cmd(
             debate=DebateConfig(policy=policy, min_rounds=min_rounds, max_rounds=max_rounds, prompts=prompts),
             samples=samples, nli_model=nli_model_path(nli_model, config) if "nli" in verifier.split(",") else None,
             band=parse_band(band) if band else DEFAULT_BAND,
+            bibliography=str(bibliography) if bibliography is not None else None,
         )
+        if bibliography is not None:
+            from halucheck.citations import load_bibliography
+
+            problems = load_bibliography(bibliography).warnings  # read once here; the verifier reuses it
+            for problem in problems[:20]:
+                typer.echo(f"warning: {problem}", err=True)
+            if len(problems) > 20:
+                typer.echo(f"warning: {bibliography}: {len(problems) - 20} more bad entries not shown", err=True)
         v = get_verifier(verifier, options)
         user_data = _eval_user_data(data or [], limit, corpus, max_evidence)
         settings = _settings(config, profile, role) if v.uses_llm else None
@@ -489,6 +504,69 @@ def _eval_user_data(paths: list[Path], limit: Optional[int], corpus: Optional[Pa
             typer.echo(f"{path}: {got} item(s) got evidence from {corpus}", err=True)
         out.append(d)
     return out
+
+
+@app.command("calibrate", cls=_Command)
+def calibrate_cmd(
+    dataset: Optional[list[str]] = typer.Option(None, "--dataset", "-d", help="Labelled set(s) to fit on (its --split)."),
+    data: Optional[list[Path]] = typer.Option(None, "--data", help="Your own labelled file(s), as `eval --data`."),
+    verifier: str = typer.Option("debate", "--verifier", "-v", help=VERIFIER_HELP),
+    split: str = typer.Option("dev", "--split", help="Split of the named sets to fit on (dev; never test)."),
+    limit: Optional[int] = typer.Option(None, "--limit", "-n", help="First N items of each set."),
+    target_precision: Optional[float] = typer.Option(None, "--target-precision", help="Threshold: the lowest "
+                                                     "whose precision on hallucinations reaches this (default: "
+                                                     "best balanced accuracy)."),
+    min_accuracy: float = typer.Option(0.8, "--min-accuracy", help="Undecided band: claims outside it are decided "
+                                       "right at least this often on the fitting data."),
+    out: Optional[Path] = typer.Option(None, "--out", "-o", help="The eval run it fits on (default runs/calibrate/...)."),
+    profile: Optional[str] = typer.Option(None, "--profile", "-p", help=PROFILE_HELP),
+    role: Optional[list[str]] = typer.Option(None, "--role", help="ROLE=PROFILE for one role (repeatable)."),
+    band: Optional[str] = typer.Option(None, "--band", help=BAND_HELP),
+    nli_model: Optional[Path] = typer.Option(None, "--nli-model", help="nli: a local sentence-transformers CrossEncoder folder."),
+    config: Optional[Path] = typer.Option(None, "--config", help="Path to models.yaml."),
+) -> None:
+    """Fit a calibrator for a verifier and profile on labelled data (temperature, Platt or isotonic, by
+    cross-validated ECE); `run`, `check` and `eval` then report calibrated P(hallucinated)."""
+    try:
+        from halucheck import calibration
+        from halucheck.config import nli_model_path
+        from halucheck.evaluation import read_predictions
+        from halucheck.evaluation.harness import default_out, run_eval
+        from halucheck.evaluation.userdata import load_user_data
+        from halucheck.evaluation.verifiers import VerifierOptions, get_verifier
+        from halucheck.verify import DEFAULT_BAND, parse_band
+
+        if not dataset and not data:
+            raise HalucheckError("give labelled data to fit on: --dataset NAME (its dev split) or --data FILE")
+        if split == "test":
+            raise HalucheckError("fit on the dev split (--split dev); the test split is kept for reporting")
+        options = VerifierOptions(band=parse_band(band) if band else DEFAULT_BAND,
+                                  nli_model=nli_model_path(nli_model, config) if "nli" in verifier.split(",") else None)
+        v = get_verifier(verifier, options)
+        settings = _settings(config, profile, role) if v.uses_llm else None
+        prof = settings.profile_for("initial") if settings else None
+        user = [load_user_data(f, limit=limit, warn=lambda m: typer.echo(f"warning: {m}", err=True)) for f in data or []]
+        out_dir = out or Path("runs") / "calibrate" / default_out(verifier, [*(dataset or []), *(d.name.replace(":", "-") for d in user)],
+                                                                  split, prof.name if prof else None).name
+        result = run_eval(dataset or [], verifier, settings, out_dir, split=split, limit=limit, options=options,
+                          log=lambda m: typer.echo(m, err=True), data=user)
+        rows = [r for r in read_predictions(out_dir) if r.get("score") is not None]
+        cal = calibration.fit([r["score"] for r in rows], [bool(r["label"]) for r in rows],
+                              target_precision=target_precision, min_accuracy=min_accuracy, verifier=v.name,
+                              profile=prof.name if prof else None, model=prof.model if prof else None,
+                              datasets=list(dataset or []), files=[str(f) for f in data or []], split=split)
+        path = calibration.save(cal)
+        diagram = calibration.reliability_svg([r["score"] for r in rows], [bool(r["label"]) for r in rows],
+                                              title=f"{v.name} / {prof.name if prof else '-'}: fitting data",
+                                              calibrated=cal.apply_many([r["score"] for r in rows]))
+        svg = out_dir / "reliability.svg"
+        svg.write_text(diagram, encoding="utf-8")
+        path.with_suffix(".svg").write_text(diagram, encoding="utf-8")  # beside the calibrator, for run's report
+    except HalucheckError as exc:
+        fail(str(exc))
+    typer.echo(f"calibrator for {v.name}/{prof.name if prof else '-'} on {result.items} items: {cal.summary()}")
+    typer.echo(f"  saved:       {path}  (used by run, check and eval with this verifier and profile)")
+    typer.echo(f"  reliability: {svg}")
 
 
 def _report_missing(out_dir: Path, items: int) -> None:

@@ -24,7 +24,7 @@ from halucheck.errors import InputError
 from halucheck.inputs import Item, read_input_bytes, read_items, truncation_point
 from halucheck.records import Check, Claim, Evidence
 from halucheck.runstore import RunStore
-from halucheck.verify import DEFAULT_BAND, VerifierOptions, get_verifier
+from halucheck.verify import DEFAULT_BAND, Routed, VerifierOptions, get_verifier
 
 
 @dataclass
@@ -114,13 +114,27 @@ class Pipeline:
         self.progress = progress or _null_progress
         if opts.out.exists() and not opts.out.is_dir():
             raise InputError(f"--out {opts.out} is a file; pass a folder for the run (it is created if missing)")
-        self.verifier = get_verifier(opts.verifier, VerifierOptions(debate=opts.debate, band=opts.band,
-                                                                    nli_model=opts.nli_model))
+        options = VerifierOptions(debate=opts.debate, band=opts.band, nli_model=opts.nli_model)
+        # calculations (and citations, given a bibliography) go to their tool checks, the rest to --verifier
+        self.verifier = Routed(get_verifier(opts.verifier, options), options)
         self.verifier.check()  # before anything is opened or written
         opts.out.mkdir(parents=True, exist_ok=True)
         self.store = RunStore(opts.out / "run.duckdb", restart=restart)
         self.engines = EnginePool(settings, wrappers=(lambda engine: CachingEngine(engine, self.store),))
         self._corpus = None
+        self.calibrate()
+
+    def calibrate(self) -> None:
+        """Keep the calibrator fitted for this verifier and profile (`halucheck calibrate`) with the run, so
+        its reports (rebuilt later too) give calibrated P(hallucinated); none found: they say uncalibrated."""
+        from halucheck import calibration
+
+        prof = self.settings.profile_for("initial") if self.verifier.uses_llm else None
+        name, profile = self.verifier.name, prof.name if prof else None
+        cal = calibration.load(name, profile, prof.model if prof else None)
+        diagram = calibration.calibration_path(name, profile).with_suffix(".svg")
+        self.store.set_meta("calibrator", cal.to_json() if cal else "")
+        self.store.set_meta("calibration_svg", diagram.read_text(encoding="utf-8") if cal and diagram.is_file() else "")
 
     # -- the run ---------------------------------------------------------------------------------
     def run(self) -> dict:
@@ -227,7 +241,7 @@ class Pipeline:
                 if a.warning:
                     self.log(f"warning: {self.opts.input}:{it.line}: answer {it.id!r}: {a.warning}")
                     errors.append((i, it.line, "claims-warning", a.warning))
-                saved[i] = [(f"{i}:{k}", k, text, question, s, e) for k, (text, question, s, e) in enumerate(a.claims)]
+                saved[i] = [(f"{i}:{k}", k, *claim) for k, claim in enumerate(a.claims)]
             self.store.save_claims_batch(
                 saved, errors, [i for i, _ in chunk if i in had_errors],
                 ("claims", sum(o.calls for o in outs), sum(o.prompt_tokens for o in outs),
@@ -237,6 +251,8 @@ class Pipeline:
 
     # -- stage 2: queries and evidence ------------------------------------------------------------
     def gather_evidence(self, items: list[tuple[int, Item]]) -> None:
+        # a calculation is checked by evaluating it: it needs no queries and no passages
+        self.store.mark_evidence_done(kind="calculation")
         rows = self.store.query(
             "SELECT c.claim_id, c.item_idx, c.text, c.question FROM claims c WHERE NOT c.evidence_done "
             "ORDER BY c.item_idx, c.ordinal")
@@ -312,7 +328,8 @@ class Pipeline:
         """Claims with evidence and no clean verdict: never verified, no valid verdict, or a failed turn
         (the valid turns of a failed debate come back from the reply cache; only failed calls are asked)."""
         return self.store.query(
-            "SELECT c.claim_id, c.text, c.question, v.claim_id IS NOT NULL FROM claims c LEFT JOIN verdicts v "
+            "SELECT c.claim_id, c.text, c.question, coalesce(c.kind, 'knowledge'), v.claim_id IS NOT NULL "
+            "FROM claims c LEFT JOIN verdicts v "
             "USING (claim_id) WHERE c.evidence_done AND (v.claim_id IS NULL OR v.factuality IS NULL OR c.claim_id IN "
             "(SELECT claim_id FROM turns WHERE error IS NOT NULL)) ORDER BY c.item_idx, c.ordinal")
 
@@ -325,9 +342,9 @@ class Pipeline:
         checks: list[Check] = []
         claim_ids: list[list[str]] = []
         first: dict[str, int] = {}
-        verified_before = {r[0] for r in rows if r[3]}
-        for cid, text, question, _ in rows:
-            check = Check(Claim(text, question), tuple(evidence.get(cid, ())))
+        verified_before = {r[0] for r in rows if r[4]}
+        for cid, text, question, kind, _ in rows:
+            check = Check(Claim(text, question, kind), tuple(evidence.get(cid, ())))
             k = check.key()
             if k in first:
                 claim_ids[first[k]].append(cid)
@@ -338,7 +355,8 @@ class Pipeline:
         # one step per LLM call: the first minutes of a run are calls, not finished claims. The total is
         # the calls every claim needs at least, raised as claims (debates) go on past their minimum.
         least = self.verifier.least_calls()
-        bar = self.progress(total=len(checks) * least, desc=f"{self.verifier.name[:9]:<9}", unit="call")
+        bar = self.progress(total=self.verifier.expected_calls(checks), desc=f"{self.verifier.name[:9]:<9}",
+                            unit="call")
         claims_done = [0]
 
         def on_call(calls: int) -> None:

@@ -28,12 +28,18 @@ class Evidence:
         return {"source": self.source, "start": self.start, "end": self.end, "text": self.text}
 
 
+Kind = Literal["knowledge", "calculation", "citation"]
+
+
 @dataclass(frozen=True)
 class Claim:
-    """One atomic, checkable statement (or a question + answer pair for short QA)."""
+    """One atomic, checkable statement (or a question + answer pair for short QA). ``kind`` routes it: a
+    ``calculation`` (``48 x 125 = 6000``) or a ``citation`` goes to its tool checker, ``knowledge`` to
+    the chosen verifier."""
 
     text: str
     question: str | None = None
+    kind: Kind = "knowledge"
 
     @property
     def statement(self) -> str:

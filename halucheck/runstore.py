@@ -82,6 +82,13 @@ MIGRATIONS: list[tuple[str, str]] = [
         ALTER TABLE verdicts ADD COLUMN verifier VARCHAR;
         """,
     ),
+    (
+        # what kind of claim it is, which routes it: knowledge (the chosen verifier), calculation, citation
+        "005_claim_kind",
+        """
+        ALTER TABLE claims ADD COLUMN kind VARCHAR DEFAULT 'knowledge';
+        """,
+    ),
 ]
 
 MIGRATIONS_TABLE = "migrations"  # where applied migrations are recorded
@@ -291,8 +298,8 @@ class RunStore:
                    [item_idx, line, stage, message])])
 
     def save_claims(self, item_idx: int, claims: list[tuple]) -> None:
-        """claims: (claim_id, ordinal, text, question, span_start, span_end), replacing the item's; marks
-        the item done."""
+        """claims: (claim_id, ordinal, text, question, span_start, span_end[, kind]), replacing the item's;
+        marks the item done."""
         self._tx([("DELETE FROM claims WHERE item_idx = ?", [item_idx])])
         self.save_claims_batch({item_idx: claims}, [], [item_idx])
 
@@ -303,16 +310,20 @@ class RunStore:
         written together), marked done; ``errors``: (item_idx, line, stage, message) of this attempt;
         ``tried``: the items attempted that have earlier claims-stage errors, which are dropped."""
         items = list(done)
-        claim_rows = [(c[0], i, *c[1:]) for i, cs in done.items() for c in cs]
+        claim_rows = [(c[0], i, *c[1:6], c[6] if len(c) > 6 else "knowledge") for i, cs in done.items() for c in cs]
         self._tx([
             ("DELETE FROM errors WHERE item_idx IN (SELECT unnest(?)) AND stage IN (SELECT unnest(?))",
              [tried, list(ITEM_STAGES)] if tried else [], ONCE),
-            (Rows("claims", ("claim_id", "item_idx", "ordinal", "text", "question", "span_start", "span_end"),
-                  claim_rows),),
+            (Rows("claims", ("claim_id", "item_idx", "ordinal", "text", "question", "span_start", "span_end",
+                             "kind"), claim_rows),),
             ("UPDATE items SET claims_done = TRUE WHERE idx IN (SELECT unnest(?))", [items] if items else [], ONCE),
             (Rows("errors", ("item_idx", "line", "stage", "message"), errors),),
             *self._stats_statement(stats),
         ])
+
+    def mark_evidence_done(self, kind: str) -> None:
+        """Claims of ``kind`` need no evidence (a calculation is evaluated): mark them done without any."""
+        self._tx([("UPDATE claims SET evidence_done = TRUE WHERE NOT evidence_done AND kind = ?", [kind])])
 
     def save_evidence(self, claim_id: str, queries: list[str], evidence: list[Evidence]) -> None:
         self.save_evidence_batch([(claim_id, queries, evidence)], [], [claim_id])

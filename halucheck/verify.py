@@ -23,11 +23,11 @@ from __future__ import annotations
 
 import difflib
 import importlib
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Callable, Sequence
 
 from halucheck.debate.rounds import DebateConfig
-from halucheck.errors import ConfigError
+from halucheck.errors import ConfigError, HalucheckError
 from halucheck.records import Check, Verdict
 
 if TYPE_CHECKING:
@@ -57,6 +57,7 @@ class VerifierOptions:
     max_tokens: int = 256
     nli_model: str | None = None
     band: tuple[float, float] = DEFAULT_BAND
+    bibliography: str | None = None  # ``citation``: a BibTeX, CSL-JSON or CSV file of the works that exist
 
 
 @dataclass
@@ -100,6 +101,10 @@ class Verifier:
     def least_calls(self) -> int:
         """The LLM calls one claim costs at least (for progress bars)."""
         return 1 if self.uses_llm else 0
+
+    def expected_calls(self, checks: Sequence[Check]) -> int:
+        """The LLM calls ``checks`` cost at least."""
+        return self.least_calls() * len(checks)
 
     def describe(self) -> dict:
         """The settings that shaped this verifier's verdicts (written to metrics.json)."""
@@ -161,10 +166,8 @@ class Cascade(Verifier):
             last = k == len(self.stages) - 1
             self.reached[stage.name] = len(todo)
 
-            def merged(i: int, v: Verdict) -> Verdict:
-                before = verdicts[i].chain if verdicts[i] is not None else []
-                return Verdict(v.factuality, v.error_severity, v.confidence, before + v.chain, v.rounds,
-                               v.consensus, v.error, v.p_hallucinated, v.verifier)
+            def merged(i: int, v: Verdict) -> Verdict:  # this stage's verdict after the earlier stages' turns
+                return replace(v, chain=(verdicts[i].chain if verdicts[i] is not None else []) + v.chain)
 
             def emit(j: int, v: Verdict, todo=todo, last=last) -> None:
                 if on_verdict is not None and (last or not self.unsure(v)):
@@ -180,6 +183,59 @@ class Cascade(Verifier):
         return verdicts  # type: ignore[return-value]
 
 
+class Routed(Verifier):
+    """Claims of a tool-checkable kind go to their checker (:data:`CHECKERS`), every other claim to ``main``:
+    a calculation is evaluated, never judged by a model. A kind whose checker cannot run as configured (no
+    bibliography for citations) goes to ``main`` too."""
+
+    CHECKERS = {"calculation": "arith", "citation": "citation"}
+
+    def __init__(self, main: Verifier, options: VerifierOptions | None = None) -> None:
+        super().__init__(options or main.options)
+        self.main = main
+        self.name, self.uses_llm = main.name, main.uses_llm
+        self.checkers: dict[str, Verifier] = {}
+        for kind, name in self.CHECKERS.items():
+            try:
+                checker = get_verifier(name, self.options)
+                checker.check()
+            except HalucheckError:  # not registered here, or not configured (e.g. no bibliography)
+                continue
+            self.checkers[kind] = checker
+
+    def least_calls(self) -> int:
+        return self.main.least_calls()
+
+    def expected_calls(self, checks) -> int:
+        return sum(self.checkers.get(c.claim.kind, self.main).least_calls() for c in checks)
+
+    def describe(self) -> dict:
+        return {**self.main.describe(), "tool_checks": {k: v.name for k, v in self.checkers.items()}}
+
+    def check(self) -> None:
+        self.main.check()
+
+    def verify(self, checks, engines, on_verdict=None, on_call=None):
+        verdicts: list[Verdict | None] = [None] * len(checks)
+        groups: dict[str, list[int]] = {}
+        for i, c in enumerate(checks):
+            groups.setdefault(c.claim.kind if c.claim.kind in self.checkers else "", []).append(i)
+        self.costs = {}
+        for kind, idx in groups.items():
+            verifier = self.checkers.get(kind, self.main)
+
+            def emit(j: int, v: Verdict, idx=idx) -> None:
+                if on_verdict is not None:
+                    on_verdict(idx[j], v)
+
+            out = verifier.verify([checks[i] for i in idx], engines if verifier.uses_llm else None,
+                                  on_verdict=emit, on_call=on_call)
+            self.costs.update(verifier.costs)
+            for i, v in zip(idx, out):
+                verdicts[i] = v
+        return verdicts  # type: ignore[return-value]
+
+
 # ---------------------------------------------------------------- registry
 
 # name -> "module:Class" (imported when used) or a factory taking VerifierOptions (registered at run time)
@@ -192,6 +248,8 @@ _REGISTRY: dict[str, str | Callable[[VerifierOptions], Verifier]] = {
     "lynx": "halucheck.judges:Lynx",
     "consistency": "halucheck.judges:Consistency",
     "nli": "halucheck.nli:NLI",
+    "arith": "halucheck.arith:ArithVerifier",
+    "citation": "halucheck.citations:CitationVerifier",
 }
 
 
@@ -240,5 +298,5 @@ def parse_band(text: str) -> tuple[float, float]:
     return lo, hi
 
 
-__all__ = ["DEFAULT_BAND", "Cascade", "Cost", "OnCall", "OnVerdict", "Verifier", "VerifierOptions", "available",
+__all__ = ["DEFAULT_BAND", "Cascade", "Cost", "OnCall", "OnVerdict", "Routed", "Verifier", "VerifierOptions", "available",
            "failed_verdict", "get_verifier", "parse_band", "register", "verdict_from_score"]

@@ -191,3 +191,15 @@ def test_finder_stays_fast_on_pathological_text():
     for text in ("(" * 20000, "1+" * 20000 + "1", "1" * 50000, "1,000," * 10000):
         assert find_calculations(text) == []
     assert time.monotonic() - start < 5
+
+
+def test_finder_leaves_out_unpaired_edge_brackets_and_skips_tails():
+    text = "Each gets (100/4 = 25) apples; [(48 + 2) × 125 = 6250; see 3 + 4) = 7."
+    found = find_calculations(text)
+    assert [(c.expression, c.claimed) for c in found] == [("100/4", "25"), ("(48 + 2) × 125", "6250"), ("3 + 4", "7")]
+    assert [text[c.span[0]:c.span[1]] for c in found] == ["100/4 = 25", "(48 + 2) × 125 = 6250", "3 + 4) = 7"]
+    assert all(c.check().matches for c in found)
+    # read from "5364765)" on, the expression is the tail of 2(5364765) + 16094295: not found
+    assert find_calculations("2(5364765) + 16094295 = 26823825") == []
+    assert [(c.expression, c.claimed) for c in find_calculations("4*(9985788+1)=39943160")] == \
+        [("4*(9985788+1)", "39943160")]

@@ -303,3 +303,22 @@ def test_run_with_a_judge_and_with_a_cascade(tmp_path, engine):
     # a narrower band keeps every claim at the first stage; the band is part of the run's fingerprint
     summary, results = run(tmp_path, path, out="narrow", verifier="selfcheck,debate", band=(0.45, 0.55))
     assert summary["decided_by"] == {"selfcheck": len(claims)} and "debate" not in summary["stages"]
+
+
+def test_calculations_are_claims_of_their_own_checked_by_evaluating_them(tmp_path, engine):
+    answers = [{"id": "apples", "question": "How many apples?",
+                "answer": "Each crate holds 48 boxes of 125 apples, so 48 x 125 = 5800 apples. Also 3 + 4 = 7."}]
+    summary, results = run(tmp_path, write_input(tmp_path, answers))
+    claims = {c["text"]: c for c in results[0]["claims"]}
+    wrong, right = claims["48 x 125 = 5800"], claims["3 + 4 = 7"]
+    assert wrong["verifier"] == right["verifier"] == "arith"
+    assert wrong["factuality"] is False and wrong["error_severity"] >= 1 and right["factuality"] is True
+    assert "6000" in wrong["chain"][0]["opinion"] and wrong["chain"][0]["verifier"] == "arith"
+    assert wrong["evidence"] == [] and wrong["queries"] == []  # evaluated: no search, no passages
+    s, e = wrong["span"]
+    assert results[0]["answer"][s:e] == "48 x 125 = 5800"
+    # the sentence's other fact still goes to the debate; the bare restated sum "3 + 4 = 7." does not
+    assert [c["verifier"] for c in results[0]["claims"]].count("debate") == 1
+    assert results[0]["hallucinated"] is True
+    # no LLM call was spent on the calculations: one query call and one debate per knowledge claim
+    assert summary["stages"]["queries"]["llm_calls"] == 1

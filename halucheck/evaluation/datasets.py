@@ -13,6 +13,32 @@ Per set (name: source file, unit, evidence, label mapping):
   response position.
 - ``factool-qa-response``: same file, one item per response (50); closed-book; response
   ``label: false`` -> hallucinated.
+- ``factool-math``: ``factool/math.jsonl``, one item per human-labelled calculation (284 of 313; the 29
+  labelled ``"null"`` are left out); claim ``"<expression> = <claimed result>"`` with both parts in
+  ``meta["expression"]`` and ``meta["claimed"]`` for the ``arith`` verifier; no evidence (a tool evaluates
+  it); calculation ``label: false`` -> hallucinated. Split and group by response position. 18 labelled
+  calculations are algebra (``5x + 16094295 - 3x = 16094295 + 2x``) or words, which ``arith`` cannot
+  evaluate: they are scored as missing.
+- ``factool-math-response``: same file, one item per response (100); response ``label: false`` ->
+  hallucinated. The item is the response text alone: a verifier must find the calculations itself. FacTool
+  has a model extract them from the response; ``arith`` uses :func:`halucheck.arith.find_calculations`, a
+  deterministic finder, as the extractor (``scripts/math_finder_recall.py`` measures how many labelled
+  calculations it recovers). The labelled calculations stay in ``meta["calculations"]``.
+- ``factool-sci``: ``factool/scientific.jsonl``, one item per human-labelled citation (186 in 100
+  responses); claim ``"<title>" by <authors> (<year>)`` with the fields in ``meta["title"]``,
+  ``meta["authors"]``, ``meta["year"]`` for the ``citation`` verifier; no evidence; citation ``label:
+  false`` (invented, or a wrong title, author or year) -> hallucinated. Split and group by response
+  position. Its bibliography (:func:`factool_sci_bibliography`, used by ``halucheck eval -d factool-sci -v
+  citation`` unless ``--bibliography`` is given) is the set's own citations labelled true, of **all**
+  splits. So this set measures *matching*, not discovery: every true citation is in the bibliography by
+  construction; what is measured is whether the false ones (invented titles, wrong years, wrong authors)
+  are told apart from the true ones by title, year and author matching.
+- ``factool-sci-response``: same file, one item per response (100); response ``label: false`` ->
+  hallucinated (a response is hallucinated when any of its citations is). The item's text is the
+  response; its labelled citations go along in ``meta["citations"]`` (title, authors, year), which the
+  ``citation`` verifier checks, so extraction is given, not measured (its finder,
+  :func:`halucheck.citations.find_citations`, recovers 158 of the 186 labelled titles from the response
+  texts; the rest are title-less ``(Devlin et al., 2018)`` citations, or none at all).
 - ``factcheck-gpt``: ``factcheck-gpt/subtasks/subtask4_claim_factuality.jsonl`` (661 claims); evidence
   = the claim's own 5 retrieved passages from ``subtask3_claim_evidence_stance.jsonl`` (joined on the
   claim text, file order). ``false`` -> hallucinated, ``true`` -> not; the 30 ``not_enough_evidence``
@@ -54,8 +80,13 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from typing import TYPE_CHECKING
+
 from halucheck.config import env
 from halucheck.errors import InputError
+
+if TYPE_CHECKING:
+    from halucheck.citations import Bibliography
 
 ENV_VAR = "HALUCHECK_DATASETS"
 SPLITS = ("dev", "test", "all")
@@ -188,6 +219,109 @@ def _factool_responses(root: Path) -> Iterator[EvalItem]:
             response=r["response"],
             meta={"claims": [c["claim"] for c in claims], "claim_labels": [c["label"] for c in claims]},
         )
+
+
+def _factool_math_claims(root: Path) -> Iterator[EvalItem]:
+    for pos, r in enumerate(_jsonl(_folder(root, "factool") / "math.jsonl")):
+        for j, c in enumerate(_maybe_literal(r["claims"])):
+            if not isinstance(c.get("label"), bool):
+                continue  # unlabelled calculation ("null")
+            expression, claimed = str(c["claim"]["math_calculation"]), str(c["claim"]["calculated_answer"])
+            yield EvalItem(
+                id=f"factool-math:{pos}:{j}",
+                dataset="factool-math",
+                claim=f"{expression} = {claimed}",
+                label=not c["label"],
+                group=f"factool-math:{pos}",
+                position=pos,
+                meta={"expression": expression, "claimed": claimed, "response_label": not r["label"]},
+            )
+
+
+def _factool_math_responses(root: Path) -> Iterator[EvalItem]:
+    for pos, r in enumerate(_jsonl(_folder(root, "factool") / "math.jsonl")):
+        claims = _maybe_literal(r["claims"])
+        yield EvalItem(
+            id=f"factool-math-response:{pos}",
+            dataset="factool-math-response",
+            claim=r["response"],
+            label=not r["label"],
+            group=f"factool-math-response:{pos}",
+            position=pos,
+            question=r["prompt"],
+            response=r["response"],
+            # never "expression"/"claimed": the arith verifier would check those instead of the text
+            meta={"calculations": [[c["claim"]["math_calculation"], c["claim"]["calculated_answer"]] for c in claims],
+                  "claim_labels": [c["label"] if isinstance(c["label"], bool) else None for c in claims],
+                  "answer": r.get("answer")},
+        )
+
+
+def _sci_fields(c: dict) -> dict:
+    """A FacTool citation's fields as the ``citation`` verifier reads them (``year`` an int where it is one)."""
+    year = str(c["paper_pub_year"]).strip()
+    return {"title": " ".join(str(c["paper_title"]).split()), "authors": " ".join(str(c["paper_author(s)"]).split()),
+            "year": int(year) if year.isdigit() else year}
+
+
+def _factool_sci_claims(root: Path) -> Iterator[EvalItem]:
+    for pos, r in enumerate(_jsonl(_folder(root, "factool") / "scientific.jsonl")):
+        for j, c in enumerate(_maybe_literal(r["claims"])):
+            if not isinstance(c.get("label"), bool):
+                continue
+            f = _sci_fields(c)
+            yield EvalItem(
+                id=f"factool-sci:{pos}:{j}",
+                dataset="factool-sci",
+                claim=f'"{f["title"]}" by {f["authors"]} ({f["year"]})',
+                label=not c["label"],
+                group=f"factool-sci:{pos}",
+                position=pos,
+                question=r["prompt"],
+                response=r["response"],
+                meta={**f, "response_label": not r["label"]},
+            )
+
+
+def _factool_sci_responses(root: Path) -> Iterator[EvalItem]:
+    for pos, r in enumerate(_jsonl(_folder(root, "factool") / "scientific.jsonl")):
+        claims = [c for c in _maybe_literal(r["claims"]) if isinstance(c.get("label"), bool)]
+        yield EvalItem(
+            id=f"factool-sci-response:{pos}",
+            dataset="factool-sci-response",
+            claim=r["response"],
+            label=not r["label"],
+            group=f"factool-sci-response:{pos}",
+            position=pos,
+            question=r["prompt"],
+            response=r["response"],
+            meta={"citations": [_sci_fields(c) for c in claims], "claim_labels": [c["label"] for c in claims]},
+        )
+
+
+def factool_sci_bibliography(root: str | os.PathLike | None = None) -> "Bibliography":
+    """The bibliography factool-sci is matched against: every citation of ``scientific.jsonl`` labelled
+    true (real and correct), of all splits, once each (same title, authors and year). It holds every
+    true citation by construction, so an eval with it measures matching, not discovery (see the module
+    docstring)."""
+    from halucheck.citations import Bibliography, Work, split_authors
+
+    base = dataset_root(root)
+    works: list[Work] = []
+    seen: set[tuple] = set()
+    for pos, r in enumerate(_jsonl(_folder(base, "factool") / "scientific.jsonl")):
+        for j, c in enumerate(_maybe_literal(r["claims"])):
+            if c.get("label") is not True:
+                continue
+            f = _sci_fields(c)
+            names, et_al = split_authors(f["authors"])
+            work = Work(title=f["title"], authors=names, year=f["year"] if isinstance(f["year"], int) else None,
+                        key=f"factool-sci:{pos}:{j}", source=f"factool/scientific.jsonl:{pos + 1}", et_al=et_al)
+            ident = (work.title.lower(), work.authors, work.year, work.et_al)
+            if ident not in seen:
+                seen.add(ident)
+                works.append(work)
+    return Bibliography(works, name="factool-sci's true citations")
 
 
 def _factcheck_response_positions(folder: Path) -> dict[str, int]:
@@ -340,6 +474,10 @@ def _truthfulqa(root: Path) -> Iterator[EvalItem]:
 DATASETS: dict[str, Callable[[Path], Iterator[EvalItem]]] = {
     "factool-qa": _factool_claims,
     "factool-qa-response": _factool_responses,
+    "factool-math": _factool_math_claims,
+    "factool-math-response": _factool_math_responses,
+    "factool-sci": _factool_sci_claims,
+    "factool-sci-response": _factool_sci_responses,
     "factcheck-gpt": _factcheck_gpt,
     "wice": _wice,
     "halueval-qa": _halueval_qa("qa_data_first1000.json", "halueval-qa"),
@@ -349,6 +487,12 @@ DATASETS: dict[str, Callable[[Path], Iterator[EvalItem]]] = {
     "truthfulqa": _truthfulqa,
 }
 """Dataset name -> loader yielding every item of the set in file order (no split applied)."""
+
+BIBLIOGRAPHIES: dict[str, Callable[[Path], "Bibliography"]] = {
+    "factool-sci": factool_sci_bibliography,
+    "factool-sci-response": factool_sci_bibliography,
+}
+"""Sets that bring their own bibliography for the ``citation`` verifier (used when none is given)."""
 
 GROUNDED = frozenset({"factcheck-gpt", "wice", "halueval-qa", "halueval-qa-cleaned"})
 """Sets whose items carry their own evidence; the others are closed-book."""
@@ -398,4 +542,5 @@ def corpus(name: str, root: str | os.PathLike | None = None) -> list[str]:
     return list(seen)
 
 
-__all__ = ["DATASETS", "ENV_VAR", "GROUNDED", "EvalItem", "SPLITS", "corpus", "dataset_root", "load", "split_of"]
+__all__ = ["BIBLIOGRAPHIES", "DATASETS", "ENV_VAR", "GROUNDED", "EvalItem", "SPLITS", "corpus", "dataset_root",
+           "factool_sci_bibliography", "load", "split_of"]

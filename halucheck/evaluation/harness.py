@@ -166,6 +166,7 @@ def run_eval(
     are not split, and their ``limit`` was applied when they were read. ``datasets`` may then be empty.
     """
     log = log or (lambda _m: None)
+    options = dataset_bibliography(datasets, verifier, options, Path(out), log)
     v = get_verifier(verifier, options)
     v.check()
     for d in data:
@@ -220,9 +221,64 @@ def run_eval(
         **({"profile": profile.name, "engine": profile.engine, "model": profile.model} if profile else {}),
         **v.describe(),
     }
+    metrics["calibration"] = calibration_report(v.name, profile, items, preds, Path(out))
     path = Path(out) / METRICS_FILE
     path.write_text(json.dumps(metrics, indent=2, ensure_ascii=False, allow_nan=False) + "\n", encoding="utf-8")
     return EvalResult(Path(out), metrics, len(items))
+
+
+BIBLIOGRAPHY_FILE = "bibliography.json"
+
+
+def dataset_bibliography(datasets: Sequence[str], verifier: str, options: VerifierOptions | None, out: Path,
+                         log: Callable[[str], None] | None = None) -> VerifierOptions | None:
+    """``options`` with the bibliography a named set brings (``datasets.BIBLIOGRAPHIES``: factool-sci's
+    true citations) when the ``citation`` verifier runs on it and none was given: written to
+    ``out/bibliography.json`` (CSL-JSON), so the run folder shows what the citations were matched against.
+    A bibliography given in ``options`` always wins; other verifiers and sets leave ``options`` as it is."""
+    from halucheck.evaluation.datasets import BIBLIOGRAPHIES
+
+    if (options is not None and options.bibliography) or "citation" not in [n.strip() for n in verifier.split(",")]:
+        return options
+    makers = list(dict.fromkeys(BIBLIOGRAPHIES[d] for d in datasets if d in BIBLIOGRAPHIES))
+    if not makers:
+        return options
+    from halucheck.citations import write_csl_json
+
+    works = [w for make in makers for w in make(None)]
+    path = write_csl_json(works, out / BIBLIOGRAPHY_FILE)
+    if log is not None:
+        log(f"citation: no --bibliography given; matching against {len(works)} works the set brings "
+            f"({', '.join(d for d in datasets if d in BIBLIOGRAPHIES)}), written to {path}")
+    return replace(options or VerifierOptions(), bibliography=str(path))
+
+
+def calibration_report(verifier: str, profile, items: Sequence[EvalItem], preds, out: Path) -> dict:
+    """ECE, Brier and AUROC per dataset before and after the calibrator fitted for this verifier and profile
+    (`halucheck calibrate`; "uncalibrated" when there is none), and ``reliability.svg`` in ``out``."""
+    from halucheck import calibration
+
+    cal = calibration.load(verifier, profile.name if profile else None, profile.model if profile else None)
+    scored = [(p.score, it) for p, it in zip(preds, items) if p.score is not None]
+    raw = [s for s, _ in scored]
+    labels = [it.label for _, it in scored]
+    after = cal.apply_many(raw) if cal else None
+    title = f"{verifier}{' / ' + profile.name if profile else ''}: " + ("raw and calibrated" if cal else "uncalibrated")
+    if scored:
+        (out / "reliability.svg").write_text(calibration.reliability_svg(raw, labels, title=title, calibrated=after),
+                                             encoding="utf-8")
+    if cal is None:
+        return {"calibrated": False}
+    per_set = {}
+    for ds in dict.fromkeys(it.dataset for _, it in scored):
+        idx = [i for i, (_, it) in enumerate(scored) if it.dataset == ds]
+        y = [labels[i] for i in idx]
+        r, c = [raw[i] for i in idx], [after[i] for i in idx]
+        per_set[ds] = {"ece_before": calibration.expected_calibration_error(r, y),
+                       "ece_after": calibration.expected_calibration_error(c, y),
+                       "brier_before": calibration.brier_score(r, y), "brier_after": calibration.brier_score(c, y)}
+    return {"calibrated": True, "calibrator": cal.summary(), "fitted_on": [*cal.datasets, *cal.files],
+            "split": cal.split, "results": per_set}
 
 
 def default_out(verifier: str, datasets: Sequence[str], split: str, profile: str | None) -> Path:
@@ -231,4 +287,5 @@ def default_out(verifier: str, datasets: Sequence[str], split: str, profile: str
     return Path("runs") / "eval" / "-".join(parts)
 
 
-__all__ = ["MAX_EVIDENCE", "EvalResult", "Meter", "MeteredEngine", "default_out", "load_items", "run_eval", "select_evidence"]
+__all__ = ["BIBLIOGRAPHY_FILE", "MAX_EVIDENCE", "EvalResult", "Meter", "MeteredEngine", "dataset_bibliography", "default_out",
+           "load_items", "run_eval", "select_evidence"]

@@ -29,6 +29,9 @@ class ClaimJSON(TypedDict, total=False):
     confidence: float
     p_hallucinated: float | None  # the verifier's probability that the claim is not factual
     verifier: str  # the verifier that decided (in a cascade, the last stage that saw the claim)
+    calibrated: bool  # p_hallucinated went through the run's calibrator (`halucheck calibrate`)
+    p_raw: float | None  # the verifier's own P(hallucinated), when calibrated
+    calibrated_decision: bool | None  # hallucinated? by the calibrator's threshold; None: in its undecided band
     evidence: list[EvidenceJSON]
     chain: list[dict]
     span: list[int]  # [start, end] of the answer text the claim states (coverage.py)
@@ -79,10 +82,23 @@ def aggregate(claims: list[ClaimJSON]) -> dict:
     }
 
 
+TOOL_CHECKS = ("arith", "citation")  # deterministic checkers: their P(hallucinated) is not recalibrated
+
+
+def run_calibrator(store: "RunStore"):
+    """The calibrator the run was made with (kept in its database), or None: uncalibrated."""
+    from halucheck.calibration import Calibrator
+
+    raw = store.get_meta("calibrator")
+    return Calibrator.from_json(raw) if raw else None
+
+
 def build_results(store: "RunStore") -> list[ResultJSON]:
     """One result per input line, in input order: checked items and lines that could not be read."""
     from halucheck import coverage
     from halucheck.records import Verdict
+
+    cal = run_calibrator(store)
 
     errors_by_item: dict[int, list[str]] = {}
     errors_by_claim: dict[str, str] = {}
@@ -119,6 +135,12 @@ def build_results(store: "RunStore") -> list[ResultJSON]:
                 "sentence": [s, e],
                 "queries": queries.get(cid, []),
             }
+            if cal is not None and v is not None and v.verifier not in TOOL_CHECKS and c["p_hallucinated"] is not None:
+                c["p_raw"], c["calibrated"] = c["p_hallucinated"], True
+                c["p_hallucinated"] = round(cal.apply(c["p_raw"]), 4)
+                c["calibrated_decision"] = cal.decide(c["p_raw"])
+            else:
+                c["calibrated"] = False
             if v is None:
                 c["error"] = errors_by_claim.get(cid, "not checked yet (run the same command again)")
             elif v.error:
@@ -228,12 +250,23 @@ def summarize(results: list[ResultJSON], store: "RunStore", since=None) -> dict:
         "claims": len(claims),
         "false_claims": sum(c.get("factuality") is False for c in claims),
         "undecided_claims": sum(c.get("factuality") is None for c in claims),
+        "calibration": _calibration_line(store),
         "decided_by": dict(Counter(c["verifier"] for c in claims if c.get("verifier") and c.get("factuality") is not None)),
         # answers with text no claim states (coverage.py): the extractor dropped a fact there
         "answers_with_unchecked_text": sum(any(g["kind"] == "not checked" for g in (r.get("coverage") or {}).get("gaps", []))
                                            for r in readable),
         "stages": stages,
     }
+
+
+def _calibration_line(store: "RunStore") -> str:
+    cal = run_calibrator(store)
+    if cal is None:
+        return ("uncalibrated: P(hallucinated) is the verifier's own (fit a calibrator on labelled data with "
+                "`halucheck calibrate -d DATASET -v VERIFIER -p PROFILE`)")
+    fitted = ", ".join([*cal.datasets, *cal.files]) or "labelled data"
+    return (f"calibrated: {cal.method} map for {cal.verifier}/{cal.profile or '-'} fitted on {fitted} "
+            f"({cal.split or 'all'}, {cal.n} items; ECE {cal.ece_before:.3f} -> {cal.ece_after:.3f} there)")
 
 
 def write_html(out_dir: Path, results: list[ResultJSON], store: "RunStore") -> Path:
@@ -259,6 +292,7 @@ def write_html(out_dir: Path, results: list[ResultJSON], store: "RunStore") -> P
 
     env.filters["relative"] = relative
     html = env.get_template("report.html.j2").render(results=results, summary=summary,
+                                                     calibration_svg=store.get_meta("calibration_svg") or "",
                                                      input=store.get_meta("input") or "")
     for r in results:
         r.pop("_segments", None)  # type: ignore[misc]
