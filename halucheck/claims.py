@@ -251,7 +251,8 @@ class AnswerClaims:
 def claims_of_answers(answers: Sequence[tuple[str | None, str, int | None]], engine_filter: "Engine",
                       engine_extract: "Engine", subjective_filter: str = "auto", max_claims: int = 64,
                       filter_sampling: SamplingParams = FILTER_SAMPLING,
-                      extract_sampling: SamplingParams = EXTRACT_SAMPLING) -> tuple[list[AnswerClaims], list[StageOutput]]:
+                      extract_sampling: SamplingParams = EXTRACT_SAMPLING,
+                      cite: bool = False) -> tuple[list[AnswerClaims], list[StageOutput]]:
     """The claim stage over a batch of answers, ``(question, answer, checked_chars)`` each (``checked_chars``:
     where an over-long answer's checked part ends, None for all of it). Returns one AnswerClaims per answer
     and the stage outputs (for the cost accounting). Two engine calls for the whole batch: the subjective
@@ -262,8 +263,9 @@ def claims_of_answers(answers: Sequence[tuple[str | None, str, int | None]], eng
     subjective filter when ``subjective_filter`` is ``on``, or ``auto`` and the answer reads like dialogue;
     its claims are each kept once (:func:`select`), cut at ``max_claims``, and located in the answer
     (:func:`locate`). Every calculation written in the answer (``48 x 125 = 5800``) is a claim of its own,
-    word for word, found without a model (:func:`calculations`); an extracted claim that restates one is
-    dropped. A failed call fails its whole answer."""
+    word for word, found without a model (:func:`calculations`); with ``cite`` (a bibliography to check
+    against), so is every reference-shaped citation (:func:`citations`); an extracted claim that restates
+    one is dropped. A failed call fails its whole answer."""
     out = [AnswerClaims() for _ in answers]
     work = []  # (answer index, sentence, needs the filter, context for the extractor)
     for i, (question, answer, cut) in enumerate(answers):
@@ -296,8 +298,11 @@ def claims_of_answers(answers: Sequence[tuple[str | None, str, int | None]], eng
         if a.claims or a.error:
             continue
         calcs = calculations(answer[:cut] if cut else answer)
+        cites = citations(answer[:cut] if cut else answer) if cite else []
         written = {_calc_key(c[0]) for c in calcs}
-        kept = [(c, seg) for c, seg in select(found.get(i, [])) if not _restates(c, written)]
+        titles = [_words(c[3]) for c in cites]
+        kept = [(c, seg) for c, seg in select(found.get(i, [])) if not _restates(c, written)
+                and not any(t and t <= _words(c) for t in titles)]
         if len(calcs) + len(kept) > max_claims:
             a.warning = (f"{len(calcs) + len(kept)} claims found; the first {max_claims} are checked "
                          "(raise --max-claims to check more)")
@@ -305,6 +310,7 @@ def claims_of_answers(answers: Sequence[tuple[str | None, str, int | None]], eng
             calcs = calcs[:max_claims]
         a.claims = [(c, None, *locate(c, answer, within=seg), "knowledge") for c, seg in kept]
         a.claims += [(text, None, s, e, "calculation") for text, s, e in calcs]
+        a.claims += [(text, None, s, e, "citation") for text, s, e, _ in cites]
         a.claims.sort(key=lambda c: c[2])
     return out, filtered + extracted
 
@@ -319,6 +325,18 @@ def calculations(text: str) -> list[tuple[str, int, int]]:
         start, end = c.span[0], c.claimed_span[1]
         out.append((text[start:end], start, end))
     return out
+
+
+def citations(text: str) -> list[tuple[str, int, int, str]]:
+    """The reference-shaped citations in ``text`` (:func:`halucheck.citations.find_citations`) as (exact
+    text, start, end, cited title): each becomes a ``citation`` claim, looked up in the bibliography."""
+    from halucheck.citations import find_citations
+
+    return [(text[s:e], s, e, c.title) for c, (s, e) in find_citations(text)]
+
+
+def _words(text: str) -> frozenset[str]:
+    return frozenset(w for w in re.findall(r"\w+", text.lower()) if len(w) > 2)
 
 
 def _restates(claim: str, written: set[str]) -> bool:

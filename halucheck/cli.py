@@ -228,6 +228,9 @@ def run(
     verifier: str = typer.Option("debate", "--verifier", "-v", help=VERIFIER_HELP),
     band: Optional[str] = typer.Option(None, "--band", help=BAND_HELP),
     nli_model: Optional[Path] = typer.Option(None, "--nli-model", help="nli: a local sentence-transformers CrossEncoder folder."),
+    bibliography: Optional[Path] = typer.Option(None, "--bibliography", help="The works that exist (BibTeX .bib, "
+                                                "CSL-JSON .json or CSV .csv): citations in the answers are checked "
+                                                "against it; without it they go to --verifier."),
     restart: bool = Flag("--restart", help="Discard an existing run in --out and start over "
                                  "(refused while another process is running it)."),
     config: Optional[Path] = typer.Option(None, "--config", help="Path to models.yaml."),
@@ -258,6 +261,7 @@ def run(
             debate=DebateConfig(policy=policy, min_rounds=min_rounds, max_rounds=max_rounds, prompts=prompts),
             verifier=verifier, band=parse_band(band) if band else DEFAULT_BAND,
             nli_model=nli_model_path(nli_model, config) if "nli" in verifier.split(",") else None,
+            bibliography=bibliography,
         )
         settings = _settings(config, profile, role)
         progress = None

@@ -44,6 +44,7 @@ class RunOptions:
     verifier: str = "debate"  # a registered verifier, or a cascade such as "selfcheck,debate"
     band: tuple[float, float] = DEFAULT_BAND  # a cascade's uncertainty band on P(hallucinated)
     nli_model: str | None = None
+    bibliography: Path | None = None  # the works that exist: citations are checked against it
     batch_items: int = 256  # answers per claims-stage batch (its results are one transaction)
     retries: int = 2  # passes over failed work after the first, within one run
     retry_backoff_s: float = 2.0  # wait before the first retry pass; doubles for each further pass
@@ -60,6 +61,7 @@ class RunOptions:
             "max_claims": self.max_claims, "debate": asdict(self.debate), "profiles": profiles,
             **({"verifier": self.verifier, "band": list(self.band) if "," in self.verifier else None}
                if self.verifier != "debate" else {}),
+            **({"bibliography": _file_identity(self.bibliography)} if self.bibliography else {}),
             "role_sampling": settings.role_sampling,
         }
         return hashlib.sha256(json.dumps(payload, sort_keys=True, default=str).encode()).hexdigest()
@@ -114,7 +116,8 @@ class Pipeline:
         self.progress = progress or _null_progress
         if opts.out.exists() and not opts.out.is_dir():
             raise InputError(f"--out {opts.out} is a file; pass a folder for the run (it is created if missing)")
-        options = VerifierOptions(debate=opts.debate, band=opts.band, nli_model=opts.nli_model)
+        options = VerifierOptions(debate=opts.debate, band=opts.band, nli_model=opts.nli_model,
+                                  bibliography=str(opts.bibliography) if opts.bibliography else None)
         # calculations (and citations, given a bibliography) go to their tool checks, the rest to --verifier
         self.verifier = Routed(get_verifier(opts.verifier, options), options)
         self.verifier.check()  # before anything is opened or written
@@ -232,7 +235,8 @@ class Pipeline:
                 self.engines.engine_for("filter"), self.engines.engine_for("extractor"),
                 self.opts.subjective_filter, self.opts.max_claims,
                 self.settings.sampling("filter", claim_stages.FILTER_SAMPLING),
-                self.settings.sampling("extractor", claim_stages.EXTRACT_SAMPLING))
+                self.settings.sampling("extractor", claim_stages.EXTRACT_SAMPLING),
+                cite=self.opts.bibliography is not None)
             saved, errors = {}, []
             for (i, it), a in zip(chunk, made):
                 if a.error:  # the item stays not done and is tried again later
@@ -253,6 +257,8 @@ class Pipeline:
     def gather_evidence(self, items: list[tuple[int, Item]]) -> None:
         # a calculation is checked by evaluating it: it needs no queries and no passages
         self.store.mark_evidence_done(kind="calculation")
+        if self.opts.bibliography is not None:  # looked up in the bibliography, not searched for
+            self.store.mark_evidence_done(kind="citation")
         rows = self.store.query(
             "SELECT c.claim_id, c.item_idx, c.text, c.question FROM claims c WHERE NOT c.evidence_done "
             "ORDER BY c.item_idx, c.ordinal")
@@ -386,6 +392,14 @@ class Pipeline:
         flush([(name, c.llm_calls, c.prompt_tokens, c.completion_tokens, c.cached_tokens, c.wall_s, c.failed_calls)
                for name, c in self.verifier.costs.items()])
         bar.close()
+
+
+def _file_identity(path: Path) -> str:
+    """A file's content hash (so an edited bibliography makes another run, a moved one does not)."""
+    try:
+        return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+    except OSError:
+        return str(path)  # the verifier reports the missing file
 
 
 def fuse(ranked_lists: list[list[Evidence]], k: int) -> list[Evidence]:

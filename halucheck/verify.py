@@ -27,7 +27,7 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Callable, Sequence
 
 from halucheck.debate.rounds import DebateConfig
-from halucheck.errors import ConfigError, HalucheckError
+from halucheck.errors import ConfigError
 from halucheck.records import Check, Verdict
 
 if TYPE_CHECKING:
@@ -185,22 +185,22 @@ class Cascade(Verifier):
 
 class Routed(Verifier):
     """Claims of a tool-checkable kind go to their checker (:data:`CHECKERS`), every other claim to ``main``:
-    a calculation is evaluated, never judged by a model. A kind whose checker cannot run as configured (no
-    bibliography for citations) goes to ``main`` too."""
+    a calculation is evaluated, never judged by a model. Citations go to their checker only with a
+    bibliography (``--bibliography``); without one they go to ``main`` too."""
 
-    CHECKERS = {"calculation": "arith", "citation": "citation"}
+    # claim kind -> (its checker, the option it needs; without it those claims go to ``main``)
+    CHECKERS = {"calculation": ("arith", None), "citation": ("citation", "bibliography")}
 
     def __init__(self, main: Verifier, options: VerifierOptions | None = None) -> None:
         super().__init__(options or main.options)
         self.main = main
         self.name, self.uses_llm = main.name, main.uses_llm
         self.checkers: dict[str, Verifier] = {}
-        for kind, name in self.CHECKERS.items():
-            try:
-                checker = get_verifier(name, self.options)
-                checker.check()
-            except HalucheckError:  # not registered here, or not configured (e.g. no bibliography)
+        for kind, (name, needs) in self.CHECKERS.items():
+            if needs and not getattr(self.options, needs):
                 continue
+            checker = get_verifier(name, self.options)
+            checker.check()  # given but unusable (a bibliography that does not load): say so now
             self.checkers[kind] = checker
 
     def least_calls(self) -> int:

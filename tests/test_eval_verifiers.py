@@ -415,3 +415,37 @@ def test_a_second_run_reuses_the_replies_and_asks_nothing(tmp_path, toy_sets):
     assert len(eng.requests) == asked + 2
     run_eval(["a"], "selfcheck", settings_with(eng), tmp_path / "nc", limit=2, cache=False)
     assert not (tmp_path / "nc" / "replies.duckdb").exists()
+
+
+def test_calibrate_then_eval_reports_before_and_after(tmp_path, monkeypatch, toy_sets):
+    import re as _re
+
+    monkeypatch.setenv("HALUCHECK_HOME", str(tmp_path / "home"))
+    # an overconfident judge: Likert 1 (P = 1.0) for every even claim (hallucinated), 5 for odd ones, except
+    # that it is wrong on claim 4 of each set
+    def likert(request):
+        i = int(_re.search(r"claim (\d+)", request.messages[-1]["content"]).group(1))
+        return {"explanation": "e", "score": 1 if (i % 2 == 0) != (i == 4) else 5}
+
+    register("likert-judge", lambda model="", **kw: FakeEngine(responder=likert))
+    cfg = tmp_path / "models.yaml"
+    cfg.write_text("default_profile: j\nprofiles:\n  j: {engine: likert-judge, model: m1}\n")
+    r = runner.invoke(app, ["calibrate", "-d", "a", "-d", "b", "-v", "judge-likert", "--config", str(cfg),
+                            "-o", str(tmp_path / "fit")])
+    assert r.exit_code == 0, r.output
+    assert "calibrator for judge-likert/j on 12 items" in r.stdout
+    stored = tmp_path / "home" / "calibration" / "judge-likert--j.json"
+    assert stored.is_file() and stored.with_suffix(".svg").is_file() and (tmp_path / "fit" / "reliability.svg").is_file()
+    r = runner.invoke(app, ["eval", "-d", "c", "-v", "judge-likert", "--config", str(cfg), "-o", str(tmp_path / "ev")])
+    assert r.exit_code == 0, r.output
+    m = json.loads((tmp_path / "ev" / "metrics.json").read_text())
+    after = m["calibration"]["results"]["c"]
+    assert m["calibration"]["calibrated"] and after["ece_after"] < after["ece_before"]
+    assert after["brier_after"] < after["brier_before"]
+    # a calibrator is never applied to another model
+    cfg.write_text("default_profile: j\nprofiles:\n  j: {engine: likert-judge, model: m2}\n")
+    r = runner.invoke(app, ["eval", "-d", "c", "-v", "judge-likert", "--config", str(cfg), "-o", str(tmp_path / "ev2")])
+    assert r.exit_code == 1 and "m1" in r.stderr and "calibrate" in r.stderr
+    # the test split is kept for reporting
+    r = runner.invoke(app, ["calibrate", "-d", "a", "--split", "test", "-v", "judge-likert", "--config", str(cfg)])
+    assert r.exit_code == 1 and "dev" in r.stderr

@@ -322,3 +322,23 @@ def test_calculations_are_claims_of_their_own_checked_by_evaluating_them(tmp_pat
     assert results[0]["hallucinated"] is True
     # no LLM call was spent on the calculations: one query call and one debate per knowledge claim
     assert summary["stages"]["queries"]["llm_calls"] == 1
+
+
+def test_citations_are_looked_up_in_the_bibliography(tmp_path, engine):
+    bib = tmp_path / "refs.bib"
+    bib.write_text("@inproceedings{vaswani,\n  title = {Attention Is All You Need},\n"
+                   "  author = {Vaswani, Ashish and Shazeer, Noam and Parmar, Niki},\n  year = {2017}\n}\n")
+    answers = [{"id": "cites", "answer": 'Transformers came from "Attention Is All You Need" by Vaswani et al., 2016. '
+                                        'They replaced recurrence.'}]
+    summary, results = run(tmp_path, write_input(tmp_path, answers), bibliography=bib)
+    claims = results[0]["claims"]
+    cited = [c for c in claims if c["verifier"] == "citation"]
+    assert len(cited) == 1 and cited[0]["factuality"] is False and cited[0]["error_severity"] == 2
+    assert "2017" in cited[0]["chain"][0]["opinion"] and cited[0]["queries"] == []
+    # the sentence that only restates the citation is not debated again; the other sentence is
+    assert [c["text"] for c in claims if c["verifier"] == "debate"] == ["They replaced recurrence."]
+    # without a bibliography the same answer is debated like any text
+    summary, results = run(tmp_path, write_input(tmp_path, answers), out="nobib")
+    assert {c["verifier"] for c in results[0]["claims"]} == {"debate"}
+    with pytest.raises(Exception, match="missing.bib"):
+        run(tmp_path, write_input(tmp_path, answers), out="badbib", bibliography=tmp_path / "missing.bib")

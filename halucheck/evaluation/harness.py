@@ -175,18 +175,23 @@ def run_eval(
     items += [it for d in data for it in d.items]
     names = [*datasets, *(d.name for d in data)]
     shown = [replace(it, evidence=select_evidence(it.claim, it.evidence, max_evidence)) for it in items]
+    from halucheck import calibration
+
     meter = Meter()
     profile = store = engines = None
     if v.uses_llm:
         if settings is None:
             raise InputError(f"verifier {verifier!r} needs models: load settings (models.yaml) first")
+        profile = settings.profile_for("initial")
+    # the calibrator for this verifier and profile, found (or refused: fitted on another model) before any work
+    cal = calibration.load(v.name, profile.name if profile else None, profile.model if profile else None)
+    if v.uses_llm:
         from halucheck.engines.pool import EnginePool
 
         engines = EnginePool(settings)  # this run's engines, closed when it ends
         if cache:
             store = _install_cache(engines, Path(out) / REPLIES_FILE)
         meter.install(engines)
-        profile = settings.profile_for("initial")
     scope = f"{split} split of the named sets, every item of the user files" if datasets and data else split
     log(f"{v.name}: {len(items)} items of {', '.join(names)} ({scope})"
         + (f" on profile {profile.name} ({profile.engine}: {profile.model})" if profile else ""))
@@ -221,7 +226,7 @@ def run_eval(
         **({"profile": profile.name, "engine": profile.engine, "model": profile.model} if profile else {}),
         **v.describe(),
     }
-    metrics["calibration"] = calibration_report(v.name, profile, items, preds, Path(out))
+    metrics["calibration"] = calibration_report(cal, v.name, profile, items, preds, Path(out))
     path = Path(out) / METRICS_FILE
     path.write_text(json.dumps(metrics, indent=2, ensure_ascii=False, allow_nan=False) + "\n", encoding="utf-8")
     return EvalResult(Path(out), metrics, len(items))
@@ -253,12 +258,11 @@ def dataset_bibliography(datasets: Sequence[str], verifier: str, options: Verifi
     return replace(options or VerifierOptions(), bibliography=str(path))
 
 
-def calibration_report(verifier: str, profile, items: Sequence[EvalItem], preds, out: Path) -> dict:
-    """ECE, Brier and AUROC per dataset before and after the calibrator fitted for this verifier and profile
-    (`halucheck calibrate`; "uncalibrated" when there is none), and ``reliability.svg`` in ``out``."""
+def calibration_report(cal, verifier: str, profile, items: Sequence[EvalItem], preds, out: Path) -> dict:
+    """ECE and Brier per dataset before and after ``cal``, the calibrator fitted for this verifier and
+    profile (`halucheck calibrate`; None: "uncalibrated"), and ``reliability.svg`` in ``out``."""
     from halucheck import calibration
 
-    cal = calibration.load(verifier, profile.name if profile else None, profile.model if profile else None)
     scored = [(p.score, it) for p, it in zip(preds, items) if p.score is not None]
     raw = [s for s, _ in scored]
     labels = [it.label for _, it in scored]
