@@ -66,9 +66,11 @@ def _profile_help() -> str:
 
 
 PROFILE_HELP = _profile_help()
-VERIFIER_HELP = ("debate (default), selfcheck, selfcheck-3shot, judge-likert, prometheus, lynx, consistency or nli; "
-                 "or a cascade: names joined by commas (e.g. selfcheck,debate), each later verifier sees only the "
-                 "claims the one before scored inside --band.")
+VERIFIER_HELP = ("debate (default), selfcheck, selfcheck-3shot, judge-likert, prometheus, lynx, consistency, "
+                 "collab-cal (Collaborative Calibration: agents answer with a confidence, argue by stance and "
+                 "revise; as many agents as eval's --samples, at least 3) or nli; or a cascade: names joined by "
+                 "commas (e.g. selfcheck,debate), each later verifier sees only the claims the one before scored "
+                 "inside --band.")
 BAND_HELP = ("A cascade's band on P(hallucinated), LO,HI (default 0,0.5: what the first verifier finds factual gets "
              "the next one's second look): claims scored inside it go on.")
 
@@ -369,8 +371,8 @@ def eval_cmd(
     dirs: Optional[list[Path]] = typer.Argument(None, help="With --compare: the run directories to tabulate."),
     dataset: Optional[list[str]] = typer.Option(
         None, "--dataset", "-d", help="Labeled set (repeatable): factool-qa, factool-qa-response, factool-math, "
-        "factool-math-response, factool-sci, factool-sci-response, factcheck-gpt, wice, halueval-qa, halueval-general, "
-        "halueval2, truthfulqa."),
+        "factool-math-response, factool-sci, factool-sci-response, factool-code, factcheck-gpt, wice, halueval-qa, "
+        "halueval-general, halueval2, truthfulqa."),
     data: Optional[list[Path]] = typer.Option(
         None, "--data", help="Your own labelled file (repeatable), .jsonl or .csv: id, answer (or claim), hallucinated "
         "(true/false), and optional question, context, evidence. Scored as dataset data:<file name>, alone or beside "

@@ -247,9 +247,11 @@ _REGISTRY: dict[str, str | Callable[[VerifierOptions], Verifier]] = {
     "prometheus": "halucheck.judges:Prometheus",
     "lynx": "halucheck.judges:Lynx",
     "consistency": "halucheck.judges:Consistency",
+    "collab-cal": "halucheck.collab:CollabCal",
     "nli": "halucheck.nli:NLI",
     "arith": "halucheck.arith:ArithVerifier",
     "citation": "halucheck.citations:CitationVerifier",
+    "code": "halucheck.codecheck:CodeCheck",
 }
 
 

@@ -39,6 +39,12 @@ Per set (name: source file, unit, evidence, label mapping):
   ``citation`` verifier checks, so extraction is given, not measured (its finder,
   :func:`halucheck.citations.find_citations`, recovers 158 of the 186 labelled titles from the response
   texts; the rest are title-less ``(Devlin et al., 2018)`` citations, or none at all).
+- ``factool-code``: ``factool/code.jsonl``, one item per HumanEval answer (164); claim = the answer's code,
+  question = the HumanEval prompt (signature and docstring), ``meta["entry_point"]`` the function to test,
+  for the ``code`` verifier; no evidence (the code is run); response ``label: false`` -> hallucinated. An
+  answer that does not define the entry point itself (a bare function body, or only a helper) is prefixed
+  with the prompt (:func:`halucheck.codecheck.program_of`), so the claim is the program that runs; the
+  answer as written stays in ``meta["response"]`` when it differs.
 - ``factcheck-gpt``: ``factcheck-gpt/subtasks/subtask4_claim_factuality.jsonl`` (661 claims); evidence
   = the claim's own 5 retrieved passages from ``subtask3_claim_evidence_stance.jsonl`` (joined on the
   claim text, file order). ``false`` -> hallucinated, ``true`` -> not; the 30 ``not_enough_evidence``
@@ -299,6 +305,24 @@ def _factool_sci_responses(root: Path) -> Iterator[EvalItem]:
         )
 
 
+def _factool_code(root: Path) -> Iterator[EvalItem]:
+    from halucheck.codecheck import program_of
+
+    for pos, r in enumerate(_jsonl(_folder(root, "factool") / "code.jsonl")):
+        code = program_of(r["prompt"], r["response"], r["entry_point"])
+        yield EvalItem(
+            id=f"factool-code:{pos}",
+            dataset="factool-code",
+            claim=code,
+            label=not r["label"],
+            group=f"factool-code:{pos}",
+            position=pos,
+            question=r["prompt"],
+            response=code,  # the claim is the whole response: verified as an answer to the prompt
+            meta={"entry_point": r["entry_point"], **({"response": r["response"]} if code != r["response"] else {})},
+        )
+
+
 def factool_sci_bibliography(root: str | os.PathLike | None = None) -> "Bibliography":
     """The bibliography factool-sci is matched against: every citation of ``scientific.jsonl`` labelled
     true (real and correct), of all splits, once each (same title, authors and year). It holds every
@@ -478,6 +502,7 @@ DATASETS: dict[str, Callable[[Path], Iterator[EvalItem]]] = {
     "factool-math-response": _factool_math_responses,
     "factool-sci": _factool_sci_claims,
     "factool-sci-response": _factool_sci_responses,
+    "factool-code": _factool_code,
     "factcheck-gpt": _factcheck_gpt,
     "wice": _wice,
     "halueval-qa": _halueval_qa("qa_data_first1000.json", "halueval-qa"),

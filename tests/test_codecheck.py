@@ -1,0 +1,399 @@
+"""The code check: model-written inputs and solutions (a scripted engine), the answer and the solutions run in
+the sandbox, the majority output as the reference; the factool-code loader; refusal without a sandbox."""
+
+import json
+import time
+from itertools import count
+from pathlib import Path
+
+import pytest
+
+from halucheck import codecheck, sandbox
+from halucheck.codecheck import (
+    CodeCheck,
+    Output,
+    entry_point,
+    parse_call,
+    program_of,
+    reference_of,
+    run_program,
+    signature_of,
+)
+from halucheck.config import Settings
+from halucheck.engines import register
+from halucheck.engines.fake import FakeEngine
+from halucheck.engines.pool import EnginePool
+from halucheck.errors import ConfigError
+from halucheck.evaluation import DATASETS, load
+from halucheck.evaluation.verifiers import check_of
+from halucheck.records import Check, Claim
+from halucheck.verify import get_verifier
+
+UNAVAILABLE = sandbox.available()
+needs_sandbox = pytest.mark.skipif(UNAVAILABLE is not None, reason=f"sandbox unavailable: {UNAVAILABLE}")
+_names = count()
+
+COUNT_UP = '''def count_up(n: int) -> list:
+    """Return the list of the integers from 1 to n, both included; an empty list when n < 1."""
+'''
+RIGHT = "def count_up(n: int) -> list:\n    return list(range(1, n + 1))\n"
+OFF_BY_ONE = "def count_up(n: int) -> list:\n    return list(range(1, n))\n"
+SOLUTIONS = [
+    "def count_up(n):\n    return list(range(1, n + 1))\n",
+    "def count_up(n):\n    out, i = [], 1\n    while i <= n:\n        out.append(i)\n        i += 1\n    return out\n",
+    "def count_up(n):\n    return [k for k in range(n + 1) if k > 0]\n",
+]
+
+
+def pool_with(engine):
+    """An engine pool whose every role is served by ``engine`` (registered under a fresh name)."""
+    name = f"code-scripted-{next(_names)}"
+    register(name, lambda model="", **kw: engine)
+    return EnginePool(Settings.from_dict({"profiles": {"p": {"engine": name}}}))
+
+
+def scripted(inputs, solutions, by_task=None):
+    """A fake engine: the tests request gets ``inputs``, solution j gets ``solutions[j]`` (a string that
+    starts with ``RAW:`` is sent as raw text, the rest of it); a string ``inputs`` is the raw tests reply; with
+    ``by_task`` {entry: (inputs, solutions)}, the entry named in the request picks them."""
+    def respond(request):
+        ins, sols = inputs, solutions
+        for entry, pair in (by_task or {}).items():
+            if f"`{entry}`" in request.messages[-1]["content"]:
+                ins, sols = pair
+        if request.tag == "code:tests":
+            return ins if isinstance(ins, str) else {"inputs": ins}
+        reply = sols[request.sampling.seed // codecheck.SEED_STEP - 1]  # a retry adds 1 or 2 to the seed
+        return reply[4:] if reply.startswith("RAW:") else {"code": reply}
+    return FakeEngine(responder=respond)
+
+
+def code_claim(answer, task=COUNT_UP, **meta):
+    return Check(Claim(text=answer, question=task), meta=meta)
+
+
+def verify(checks, engine, **settings):
+    verifier = get_verifier("code")
+    for key, value in settings.items():
+        setattr(verifier, key, value)
+    return verifier, verifier.verify(checks, pool_with(engine))
+
+
+def lines(verdict):
+    return verdict.chain[0].opinion.splitlines()
+
+
+
+# ---------------------------------------------------------------- verdicts
+
+
+@needs_sandbox
+def test_correct_answer_passes():
+    eng = scripted(["0", "3", "1"], SOLUTIONS)
+    v_, (v,) = verify([code_claim(RIGHT)], eng)
+    assert v.factuality is True and v.error_severity == 0 and v.verifier == "code"
+    assert v.p_hallucinated == pytest.approx(0.5 / 4) and v.confidence == pytest.approx(1 - 0.5 / 4)
+    turn = v.chain[0]
+    assert (turn.state, turn.role, turn.verifier, turn.factuality) == ("S0", "initial", "code", True)
+    out = lines(v)
+    assert out[1] == "[1] count_up(0): reference [] (3 of 3 solutions); answer []: agrees"
+    assert out[2] == "[2] count_up(3): reference [1, 2, 3] (3 of 3 solutions); answer [1, 2, 3]: agrees"
+    assert out[-1] == "Agreed on all 3 usable inputs."
+    assert v_.costs["code"].llm_calls == 4 and turn.completion_tokens > 0
+
+
+@needs_sandbox
+def test_off_by_one_fails_naming_the_inputs_that_disagree():
+    eng = scripted(["0", "3", "1"], SOLUTIONS)
+    _, (v,) = verify([code_claim(OFF_BY_ONE)], eng)
+    assert v.factuality is False and v.error_severity == codecheck.SEVERITY_WRONG == 3
+    assert v.p_hallucinated == pytest.approx(0.5 + 0.5 * 2 / 3)
+    out = lines(v)
+    assert out[1].endswith("answer []: agrees")
+    assert out[2] == "[2] count_up(3): reference [1, 2, 3] (3 of 3 solutions); answer [1, 2]: DISAGREES"
+    assert out[3] == "[3] count_up(1): reference [1] (3 of 3 solutions); answer []: DISAGREES"
+    assert out[-1] == "Disagreed on inputs 2, 3 (2 of 3 usable)."
+
+
+@needs_sandbox
+def test_crashing_answer_fails_with_crash_severity():
+    crashing = "def count_up(n):\n    return [1 // (n - 3)] if n else []\n"  # ZeroDivisionError at n == 3
+    eng = scripted(["0", "3", "1"], SOLUTIONS)
+    _, (v,) = verify([code_claim(crashing)], eng)
+    assert v.factuality is False and v.error_severity == codecheck.SEVERITY_CRASH == 4
+    out = lines(v)
+    assert out[2].endswith("answer error ZeroDivisionError: CRASHED")
+    assert out[3].endswith("DISAGREES")  # [1 // -2] == [-1], not [1]
+    assert out[-1] == "Disagreed on inputs 2, 3 (2 of 3 usable; crashed on 2)."
+
+
+@needs_sandbox
+def test_infinite_loop_is_cut_by_the_per_input_alarm_and_fails():
+    looping = "def count_up(n):\n    while n > 0:\n        pass\n    return []\n"
+    eng = scripted(["0", "2"], SOLUTIONS)
+    t0 = time.monotonic()
+    _, (v,) = verify([code_claim(looping)], eng, input_timeout_s=0.5)
+    assert time.monotonic() - t0 < 15
+    assert v.factuality is False and v.error_severity == 4
+    out = lines(v)
+    assert out[1].endswith("agrees") and out[2].endswith("answer error Timeout: CRASHED")
+
+
+@needs_sandbox
+def test_loop_that_ignores_the_alarm_is_killed_by_the_sandbox_clock():
+    # a loop inside one C call never gets to the Python alarm handler: the run's wall clock ends it
+    t0 = time.monotonic()
+    outputs = run_program(None, "def f(n):\n    return sum(range(10 ** 13))\n", "f", ["f(1)", "f(2)"], 0.3)
+    assert time.monotonic() - t0 < 12
+    assert outputs[0] == outputs[1] and outputs[0].error in ("killed (timeout)", "killed (cpu)")
+
+
+@needs_sandbox
+def test_no_majority_skips_the_input():
+    # solution 3 is wrong only at n == 3; solution 2 is wrong only at n == 1: 2 of 3 agree on each of those
+    # inputs; at n == 2 all three differ, so that input has no reference and the answer is judged without it
+    odd = [
+        "def count_up(n):\n    return list(range(1, n + 1))\n",
+        "def count_up(n):\n    return {1: [], 2: [2, 1]}.get(n, list(range(1, n + 1)))\n",
+        "def count_up(n):\n    return {3: [1, 2], 2: [9]}.get(n, list(range(1, n + 1)))\n",
+    ]
+    answer = "def count_up(n):\n    return [7] if n == 2 else list(range(1, n + 1))\n"
+    eng = scripted(["1", "2", "3"], odd)
+    _, (v,) = verify([code_claim(answer)], eng)
+    out = lines(v)
+    assert out[1] == "[1] count_up(1): reference [1] (2 of 3 solutions); answer [1]: agrees"
+    assert out[2] == "[2] count_up(2): no majority among the solutions ([1, 2], [2, 1], [9]); answer [7]: skipped"
+    assert out[3].startswith("[3] count_up(3): reference [1, 2, 3] (2 of 3 solutions)")
+    assert v.factuality is True and v.p_hallucinated == pytest.approx(0.5 / 3)
+
+
+@needs_sandbox
+def test_no_usable_input_is_a_failed_verdict():
+    scattered = [f"def count_up(n):\n    return [{k}] * n\n" for k in range(3)]
+    eng = scripted(["1", "2"], scattered)
+    _, (v,) = verify([code_claim(OFF_BY_ONE)], eng)
+    assert v.factuality is None and v.p_hallucinated is None
+    assert v.error == "no usable test input: no input has a majority output among the solutions"
+    assert v.chain[0].error == v.error and "skipped" in lines(v)[1]
+
+
+@needs_sandbox
+def test_invalid_replies_are_handled_and_never_run():
+    marker = Path(f"/tmp/halucheck-codecheck-{next(_names)}-{time.time_ns()}")
+    inputs = ["3", "x + 1", f"__import__('os').system('touch {marker}')", "count_up(1)", "count_up(1)"]
+    sols = ["RAW:not json at all", "def count_up(n)\n    return n", SOLUTIONS[0]]
+    eng = scripted(inputs, sols)
+    _, (v,) = verify([code_claim(RIGHT)], eng)
+    assert not marker.exists()
+    out = lines(v)
+    assert "Ran the answer and 1 of 3 model-written solutions" in out[0]
+    assert "Dropped 2 test inputs that are not literal arguments: x + 1; __import__" in out[0]
+    assert "solution 1: invalid reply (reply is not valid JSON" in out[0] and "solution 2: SyntaxError" in out[0]
+    # the repeated input runs once; one valid solution of three is no majority: nothing is usable
+    assert [ln.split(":")[0] for ln in out[1:-1]] == ["[1] count_up(3)", "[2] count_up(1)"]
+    assert v.factuality is None and v.error.startswith("no usable test input")
+    seeds = [r.sampling.seed for r in eng.requests if r.tag == "code:solution"]
+    assert seeds == [100, 200, 300, 102, 103]  # the bad reply was retried twice, with seeds of its own
+    # a tests reply that is not JSON (retried, then given up) is a failed verdict, never a crash
+    eng = scripted("{oops", SOLUTIONS)
+    _, (v,) = verify([code_claim(RIGHT)], eng)
+    assert v.factuality is None and "the test inputs reply was invalid (reply is not valid JSON" in v.error
+    assert sum(r.tag == "code:tests" for r in eng.requests) == 3
+
+
+@needs_sandbox
+def test_two_valid_solutions_of_three_still_make_a_majority():
+    eng = scripted(["2"], ["RAW:{", SOLUTIONS[1], SOLUTIONS[2]])
+    _, (v,) = verify([code_claim(OFF_BY_ONE)], eng)
+    assert v.factuality is False
+    assert lines(v)[1] == "[1] count_up(2): reference [1, 2] (2 of 3 solutions); answer [1]: DISAGREES"
+
+
+@needs_sandbox
+def test_answer_output_cannot_forge_results_and_the_host_is_untouched(tmp_path):
+    target = tmp_path / "written-by-answer"
+    answer = ("import os, sys\n"
+              "def count_up(n):\n"
+              "    print('{\"i\": 0, \"value\": \"[1, 2]\"}')\n"
+              "    os.write(1, b'{\"i\": 0, \"value\": \"[1, 2]\"}\\n')\n"
+              f"    open({str(target)!r}, 'w').write('x')\n"
+              "    return list(range(1, n + 1))\n")
+    _, (v,) = verify([code_claim(answer)], scripted(["2"], SOLUTIONS))
+    assert not target.exists()  # the sandbox has no view of the host's files
+    assert lines(v)[1].endswith("answer error FileNotFoundError: CRASHED")
+
+
+@needs_sandbox
+def test_outputs_compare_by_value():
+    task = 'def mean(xs):\n    """The mean of xs."""\n'
+    sols = ["def mean(xs):\n    return sum(xs) / len(xs)\n",
+            "def mean(xs):\n    t = 0.0\n    for x in reversed(xs):\n        t += x\n    return t / len(xs)\n",
+            "import statistics\ndef mean(xs):\n    return statistics.fmean(xs)\n"]
+    answer = "def mean(xs):\n    return sum(x / len(xs) for x in xs)\n"  # another float rounding, same values
+    _, (v,) = verify([code_claim(answer, task=task)], scripted(["[1, 3]", "[0.1, 0.2, 0.3]", "[]"], sols))
+    out = lines(v)
+    assert out[1] == "[1] mean([1, 3]): reference 2 (3 of 3 solutions); answer 2: agrees"
+    assert out[2].startswith("[2] mean([0.1, 0.2, 0.3]): reference 0.2 (3 of 3")
+    assert "no majority among the solutions (error ZeroDivisionError" in out[3]  # an invalid input: skipped
+    assert v.factuality is True
+
+
+@needs_sandbox
+def test_one_generate_call_for_every_claim_and_shared_tasks_asked_once():
+    task2 = 'def double(x):\n    """Twice x."""\n'
+    doubles = [f"def double(x):\n    return {body}\n" for body in ("2 * x", "x + x", "x * 2")]
+    eng = scripted(None, None, by_task={"count_up": (["2"], SOLUTIONS), "double": (["2"], doubles)})
+    checks = [code_claim(RIGHT), code_claim(OFF_BY_ONE), code_claim("def double(x):\n    return x ** 2\n", task=task2),
+              code_claim("def count_up(n:\n    pass\n")]  # does not parse: decided without a request
+    verifier, verdicts = verify(checks, eng)
+    assert eng.batch_sizes == [8]  # one call; two tasks x (1 tests + 3 solutions); the shared task once
+    assert [v.factuality for v in verdicts] == [True, False, True, False]  # 2 ** 2 == 2 * 2
+    assert verdicts[3].error_severity == 4 and verdicts[3].p_hallucinated == 1.0
+    assert "does not parse (SyntaxError" in verdicts[3].chain[0].opinion
+    assert verifier.costs["code"].llm_calls == 8 and verifier.costs["code"].claims == 4
+    seen, calls = [], []
+    verifier.verify(checks[:1], pool_with(scripted(["2"], SOLUTIONS)), on_verdict=lambda i, v: seen.append(i),
+                    on_call=calls.append)
+    assert seen == [0] and calls == [1, 2, 3, 4] and verifier.least_calls() == 4
+
+
+@needs_sandbox
+def test_requests_keep_the_answer_out_and_vary_the_solutions():
+    eng = scripted(["2"], SOLUTIONS)
+    verify([code_claim(OFF_BY_ONE)], eng)
+    tests, *sols = eng.requests
+    assert tests.tag == "code:tests" and tests.sampling.temperature == 0.0
+    assert tests.schema["properties"]["inputs"]["maxItems"] == CodeCheck.tests
+    assert [r.sampling.seed for r in sols] == [100, 200, 300] and all(r.sampling.temperature > 0 for r in sols)
+    for r in eng.requests:
+        text = "".join(m["content"] for m in r.messages)
+        assert "range(1, n)" not in text and "count_up" in text
+
+
+# ---------------------------------------------------------------- without a sandbox
+
+
+def test_unavailable_sandbox_is_a_config_error_before_any_call(monkeypatch):
+    reason = "bwrap not found: apt-get install bubblewrap"
+    monkeypatch.setattr(sandbox, "available", lambda: reason)
+    verifier = get_verifier("code")
+    with pytest.raises(ConfigError) as err:
+        verifier.check()
+    assert reason in str(err.value) and "\n" not in str(err.value)
+    eng = scripted(["1"], SOLUTIONS)
+    with pytest.raises(ConfigError, match="apt-get install bubblewrap"):
+        verifier.verify([code_claim(RIGHT)], pool_with(eng))
+    assert eng.requests == []
+    with pytest.raises(sandbox.SandboxUnavailable):
+        run_program(None, RIGHT, "count_up", ["count_up(1)"])
+
+
+def test_claims_without_a_task_or_a_function_fail_without_requests(monkeypatch):
+    monkeypatch.setattr(sandbox, "available", lambda: None)  # nothing runs: no sandbox needed
+    eng = scripted(["1"], SOLUTIONS)
+    _, verdicts = verify([code_claim(RIGHT, task=None), code_claim("x = 1", task="Sort a list.")], eng)
+    assert [v.factuality for v in verdicts] == [None, None]
+    assert "needs the task" in verdicts[0].error and "no function to test" in verdicts[1].error
+    assert eng.requests == []
+
+
+# ---------------------------------------------------------------- parsing (nothing runs)
+
+
+def test_parse_call_takes_literal_arguments_only():
+    assert parse_call("[1, 2], 3", "f") == "f([1, 2], 3)"
+    assert parse_call("f('a', k=None)", "f") == "f('a', k=None)"
+    assert parse_call("(1, 2)", "f") == "f((1, 2))"
+    assert parse_call("-1.5, {'a': (1,)}, {2, 3}", "f") == "f(-1.5, {'a': (1,)}, {2, 3})"
+    for bad in ("x", "1 + ", "g(1)", "f(*[1])", "2 ** 10", "__import__('os').getcwd()", "", "1, " * 300):
+        assert parse_call(bad, "f") is None, bad
+
+
+def test_entry_point_prefers_meta_then_the_tasks_stub():
+    task = ('def poly(xs, x):\n    return sum(c * x ** i for i, c in enumerate(xs))\n\n\n'
+            'def find_zero(xs):\n    """Find x with poly(xs, x) == 0."""\n')
+    assert entry_point(task, "def helper(): pass") == "find_zero"
+    assert entry_point(task, "", {"entry_point": "poly"}) == "poly"
+    assert entry_point("Write a function that doubles a number.", "def twice(x):\n    return 2 * x\n") == "twice"
+    assert entry_point("Write something.", "print(1)") is None
+    assert signature_of("def twice(x: int = 2) -> int:\n    return 2 * x\n", "twice") == "def twice(x: int=2) -> int"
+
+
+def test_program_of_handles_full_definitions_and_bare_bodies():
+    task = 'from typing import List\n\n\ndef total(xs: List[int]) -> int:\n    """Sum of xs."""\n'
+    full = "def total(xs: List[int]) -> int:\n    return sum(xs)"
+    assert program_of(task, full, "total") == full
+    body = "    s = 0\n    for x in xs:\n        s += x\n    return s\n"
+    assert program_of(task, body, "total") == task + body
+    lost = "s = 0\n    for x in xs:\n        s += x\n    return s"  # first line lost its indentation
+    assert program_of(task, lost, "total") == task + "    " + lost + "\n"
+    flat = "return sum(xs)"
+    assert program_of(task, flat, "total") == task + "    return sum(xs)\n"
+    helper = "def helper(x):\n    return x\n"  # defines something else: the task's stub stays the entry point
+    assert program_of(task, helper, "total") == task + helper
+    fenced = "Here it is:\n```python\n" + full + "\n```\nDone."
+    assert program_of(task, fenced, "total") == full
+    assert program_of("Sum a list.", "    return 1", "total") == "    return 1"  # prose is never prepended
+
+
+def test_reference_needs_more_than_half_of_the_requested_solutions():
+    a, b, err = Output(value="1"), Output(value="2"), Output(error="ValueError")
+    assert reference_of([a, a, b], 3) == ("1", 2)
+    assert reference_of([a, err, err], 3) == (None, 1)
+    assert reference_of([a, b], 3) == (None, 1)
+    assert reference_of([a, a], 4) == (None, 2)  # a tie of 2 against 2 missing votes
+    assert reference_of([err, err, err], 3) == (None, 0)
+
+
+# ---------------------------------------------------------------- the factool-code set
+
+
+def _fixture(root: Path) -> list[dict]:
+    prompt = 'from typing import List\n\n\ndef total(xs: List[int]) -> int:\n    """Sum of xs."""\n'
+    rows = [
+        {"response": "def total(xs: List[int]) -> int:\n    return sum(xs)", "label": True},
+        {"response": "    return sum(xs) + 1\n", "label": False},
+        {"response": "s = 0\n    for x in xs:\n        s += x\n    return s", "label": True},
+        {"response": "def helper(x):\n    return x\n", "label": False},
+        {"response": "def total(xs):\n    return sum(xs)\n}", "label": False},
+        {"response": "def total(xs):\n    return sum(xs)\n", "label": True},
+    ]
+    folder = root / "factool"
+    folder.mkdir(parents=True)
+    with open(folder / "code.jsonl", "w", encoding="utf-8") as fh:
+        for r in rows:
+            fh.write(json.dumps({"prompt": prompt, "entry_point": "total", "claims": [], **r}) + "\n")
+    return rows
+
+
+def test_factool_code_loader(tmp_path, monkeypatch):
+    rows = _fixture(tmp_path)
+    monkeypatch.setenv("HALUCHECK_DATASETS", str(tmp_path))
+    assert "factool-code" in DATASETS
+    items = load("factool-code", "all")
+    prompt = items[0].question
+    assert [i.id for i in items] == [f"factool-code:{k}" for k in range(6)]
+    assert [i.label for i in items] == [not r["label"] for r in rows]  # hallucinated = not label
+    assert [i.split for i in items] == ["dev"] * 4 + ["test", "dev"]
+    assert [i.id for i in load("factool-code", "test")] == ["factool-code:4"]
+    assert all(i.meta["entry_point"] == "total" and i.evidence == [] for i in items)
+    assert items[0].claim == rows[0]["response"] and "response" not in items[0].meta
+    assert items[1].claim == prompt + rows[1]["response"] and items[1].meta["response"] == rows[1]["response"]
+    assert items[2].claim == prompt + "    " + rows[2]["response"] + "\n"
+    assert items[3].claim == prompt + rows[3]["response"]
+    assert items[4].claim == rows[4]["response"]  # a full definition, broken or not, stays as written
+    check = check_of(items[1])
+    assert (check.claim.question, check.claim.text, check.meta) == (prompt, items[1].claim, items[1].meta)
+
+
+@needs_sandbox
+def test_factool_code_items_run_as_written(tmp_path, monkeypatch):
+    _fixture(tmp_path)
+    monkeypatch.setenv("HALUCHECK_DATASETS", str(tmp_path))
+    items = load("factool-code", "all")
+    sums = ["def total(xs):\n    return sum(xs)\n", "def total(xs):\n    return sum(list(xs))\n",
+            "def total(xs):\n    t = 0\n    for x in xs:\n        t += x\n    return t\n"]
+    _, verdicts = verify([check_of(i) for i in items], scripted(["[1, 2, 3]", "[]"], sums))
+    assert [v.factuality for v in verdicts] == [True, False, True, False, False, True]
+    assert [v.error_severity for v in verdicts] == [0, 3, 0, 3, 4, 0]  # the helper-only answer returns None
+    assert [v.factuality is not None for v in verdicts] == [True] * 6
