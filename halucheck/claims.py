@@ -268,11 +268,17 @@ def claims_of_answers(answers: Sequence[tuple[str | None, str, int | None]], eng
     one is dropped. A failed call fails its whole answer."""
     out = [AnswerClaims() for _ in answers]
     work = []  # (answer index, sentence, needs the filter, context for the extractor)
+    prose: dict[int, str] = {}  # each answer's checked text with its code blocks blanked out
     for i, (question, answer, cut) in enumerate(answers):
         if question and is_short_answer(answer):  # the paper's short-QA rule: question + answer is one claim
             out[i].claims = [(answer.strip(), question, 0, len(answer), "knowledge")]
             continue
         text = answer[:cut] if cut else answer
+        blocks = code_blocks(text)
+        for code, s, e in blocks:  # code answering the question: one claim, run against independent solutions
+            out[i].claims.append((code, question, s, e, "code"))
+            text = text[:s] + " " * (e - s) + text[e:]  # the prose around it is read as usual, offsets kept
+        prose[i] = text
         needs = subjective_filter == "on" or (subjective_filter == "auto" and looks_like_dialogue(text))
         for seg, context in units(text, question=question):
             work.append((i, seg, needs, context))
@@ -293,12 +299,12 @@ def claims_of_answers(answers: Sequence[tuple[str | None, str, int | None]], eng
                 out[w[0]].error = ("extract", o.error)
         else:
             found.setdefault(w[0], []).extend((c, w[1]) for c in o.value)
-    for i, (_, answer, cut) in enumerate(answers):
+    for i, (_, answer, _) in enumerate(answers):
         a = out[i]
-        if a.claims or a.error:
+        if a.error or (a.claims and a.claims[0][4] == "knowledge"):  # failed, or the short-QA claim
             continue
-        calcs = calculations(answer[:cut] if cut else answer)
-        cites = citations(answer[:cut] if cut else answer) if cite else []
+        calcs = calculations(prose[i])
+        cites = citations(prose[i]) if cite else []
         written = {_calc_key(c[0]) for c in calcs}
         titles = [_words(c[3]) for c in cites]
         kept = [(c, seg) for c, seg in select(found.get(i, [])) if not _restates(c, written)
@@ -308,11 +314,20 @@ def claims_of_answers(answers: Sequence[tuple[str | None, str, int | None]], eng
                          "(raise --max-claims to check more)")
             kept = kept[:max(0, max_claims - len(calcs))]
             calcs = calcs[:max_claims]
-        a.claims = [(c, None, *locate(c, answer, within=seg), "knowledge") for c, seg in kept]
+        a.claims += [(c, None, *locate(c, answer, within=seg), "knowledge") for c, seg in kept]
         a.claims += [(text, None, s, e, "calculation") for text, s, e in calcs]
         a.claims += [(text, None, s, e, "citation") for text, s, e, _ in cites]
         a.claims.sort(key=lambda c: c[2])
     return out, filtered + extracted
+
+
+_CODE_BLOCK = re.compile(r"```[\w+-]*[ \t]*\n(.*?)```", re.DOTALL)
+
+
+def code_blocks(text: str) -> list[tuple[str, int, int]]:
+    """The fenced code blocks of ``text`` (```` ```python ... ``` ````) as (code, start, end of the fence):
+    each becomes a ``code`` claim."""
+    return [(m.group(1), m.start(), m.end()) for m in _CODE_BLOCK.finditer(text) if m.group(1).strip()]
 
 
 def calculations(text: str) -> list[tuple[str, int, int]]:

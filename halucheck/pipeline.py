@@ -120,6 +120,8 @@ class Pipeline:
                                   bibliography=str(opts.bibliography) if opts.bibliography else None)
         # calculations (and citations, given a bibliography) go to their tool checks, the rest to --verifier
         self.verifier = Routed(get_verifier(opts.verifier, options), options)
+        for kind, why in self.verifier.unavailable.items():
+            log(f"note: {kind} claims go to {opts.verifier}: {why}")
         self.verifier.check()  # before anything is opened or written
         opts.out.mkdir(parents=True, exist_ok=True)
         self.store = RunStore(opts.out / "run.duckdb", restart=restart)

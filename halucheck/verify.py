@@ -185,22 +185,31 @@ class Cascade(Verifier):
 
 class Routed(Verifier):
     """Claims of a tool-checkable kind go to their checker (:data:`CHECKERS`), every other claim to ``main``:
-    a calculation is evaluated, never judged by a model. Citations go to their checker only with a
+    a calculation is evaluated, never judged by a model; code is run against independent solutions in the
+    sandbox (where there is none, with a note, to ``main``). Citations go to their checker only with a
     bibliography (``--bibliography``); without one they go to ``main`` too."""
 
     # claim kind -> (its checker, the option it needs; without it those claims go to ``main``)
-    CHECKERS = {"calculation": ("arith", None), "citation": ("citation", "bibliography")}
+    CHECKERS = {"calculation": ("arith", None), "citation": ("citation", "bibliography"), "code": ("code", None)}
+    OPTIONAL = ("code",)  # a checker that may be unavailable here (no sandbox): its claims go to ``main``
 
     def __init__(self, main: Verifier, options: VerifierOptions | None = None) -> None:
         super().__init__(options or main.options)
         self.main = main
         self.name, self.uses_llm = main.name, main.uses_llm
         self.checkers: dict[str, Verifier] = {}
+        self.unavailable: dict[str, str] = {}  # kind -> why its checker cannot run here
         for kind, (name, needs) in self.CHECKERS.items():
             if needs and not getattr(self.options, needs):
                 continue
             checker = get_verifier(name, self.options)
-            checker.check()  # given but unusable (a bibliography that does not load): say so now
+            try:
+                checker.check()  # given but unusable (a bibliography that does not load): say so now
+            except ConfigError as exc:
+                if kind not in self.OPTIONAL:
+                    raise
+                self.unavailable[kind] = str(exc)
+                continue
             self.checkers[kind] = checker
 
     def least_calls(self) -> int:

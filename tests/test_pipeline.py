@@ -342,3 +342,29 @@ def test_citations_are_looked_up_in_the_bibliography(tmp_path, engine):
     assert {c["verifier"] for c in results[0]["claims"]} == {"debate"}
     with pytest.raises(Exception, match="missing.bib"):
         run(tmp_path, write_input(tmp_path, answers), out="badbib", bibliography=tmp_path / "missing.bib")
+
+
+def test_code_in_an_answer_is_run_against_independent_solutions(tmp_path, engine):
+    from halucheck import sandbox
+
+    if sandbox.available() is not None:
+        pytest.skip(sandbox.available())
+
+    def code_responder(request):
+        if request.tag == "code:tests":
+            return {"inputs": ["2", "5", "0"]}
+        if request.tag == "code:solution":
+            return {"code": "def double(x):\n    return 2 * x\n"}
+        return responder(request)
+
+    engine["engine"] = FakeEngine(responder=code_responder, max_batch=16)
+    answers = [{"id": "code", "question": "Write a function double(x) that returns twice x.",
+                "answer": "Here it is:\n```python\ndef double(x):\n    return x + 2\n```\nIt runs in constant time."}]
+    summary, results = run(tmp_path, write_input(tmp_path, answers))
+    claims = results[0]["claims"]
+    code = [c for c in claims if c["verifier"] == "code"]
+    assert len(code) == 1 and code[0]["factuality"] is False and code[0]["text"].startswith("Write a function")
+    s, e = code[0]["span"]
+    assert "return x + 2" in results[0]["answer"][s:e]
+    # the prose around the block is checked as usual, and no claim is made of the code's lines
+    assert [c["text"] for c in claims if c["verifier"] == "debate"] == ["Here it is:", "It runs in constant time."]
