@@ -288,6 +288,9 @@ def test_run_with_a_judge_and_with_a_cascade(tmp_path, engine):
     assert claims["It was completed in 1889."]["p_hallucinated"] == pytest.approx(0.4)
     assert set(summary["stages"]) == {"claims", "queries", "selfcheck"}
     assert {r["id"]: r["hallucinated"] for r in results} == {"tower": True, "short": False, "chat": True}
+    # a judge rates no severity: the answers it finds hallucinated have none, not severity 0
+    assert {r["id"]: r["max_severity"] for r in results} == {"tower": None, "short": 0, "chat": None}
+    assert summary["severity_histogram"] == {"unrated": 2}
     assert "decided by selfcheck" in (tmp_path / "judge" / "report.html").read_text()
 
     # the cascade sends on only the claim selfcheck scored inside the band (0.4 in [0.2, 0.8])

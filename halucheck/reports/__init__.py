@@ -47,7 +47,7 @@ class ResultJSON(TypedDict, total=False):
     answer: str
     hallucinated: bool | None  # None: undecided (``undecided_reason`` says why) or an unusable line
     undecided_reason: str
-    max_severity: int
+    max_severity: int | None  # the worst false claim's severity; None: its false claims are all unrated (a judge's)
     score: float  # probability that the answer holds a hallucination, from the claims' P(hallucinated)
     counts: dict
     coverage: dict  # checked_share and the gaps: answer text no claim covers (coverage.py)
@@ -75,7 +75,9 @@ def aggregate(claims: list[ClaimJSON]) -> dict:
             p_clean *= 1.0 - p
     return {
         "hallucinated": True if false else None if undecided else False,
-        "max_severity": max((c.get("error_severity") or 0 for c in false), default=0),
+        # a judge rates no severity: an answer whose false claims are all a judge's has none (not 0)
+        "max_severity": max((c["error_severity"] for c in false if c.get("error_severity") is not None),
+                            default=None if false else 0),
         "score": round(1.0 - p_clean, 4),
         "counts": {"claims": len(claims), "false": len(false), "true": len(claims) - len(false) - len(undecided),
                    "undecided": len(undecided)},
@@ -246,7 +248,8 @@ def summarize(results: list[ResultJSON], store: "RunStore", since=None) -> dict:
         "unreadable": len(results) - len(readable),
         "hallucinated": len(halluc),
         "hallucination_rate": round(len(halluc) / len(checked), 4) if checked else 0.0,
-        "severity_histogram": {str(k): v for k, v in sorted(Counter(r["max_severity"] for r in halluc).items())},
+        "severity_histogram": {("unrated" if k is None else str(k)): v for k, v in
+                               sorted(Counter(r["max_severity"] for r in halluc).items(), key=lambda kv: (kv[0] is None, kv[0] or 0))},
         "claims": len(claims),
         "false_claims": sum(c.get("factuality") is False for c in claims),
         "undecided_claims": sum(c.get("factuality") is None for c in claims),
