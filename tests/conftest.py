@@ -8,6 +8,18 @@ DATASETS = Path(os.environ.get("HALUCHECK_DATASETS", REPO.parent / "shared" / "d
 
 
 @pytest.fixture(autouse=True)
+def _registries_restored():
+    """Engines and verifiers a test registers are gone after it (tests register scripted fakes freely)."""
+    from halucheck import engines, verify
+
+    saved = dict(engines._REGISTRY), dict(verify._REGISTRY)
+    yield
+    for registry, before in zip((engines._REGISTRY, verify._REGISTRY), saved):
+        registry.clear()
+        registry.update(before)
+
+
+@pytest.fixture(autouse=True)
 def _isolated_env(monkeypatch, tmp_path_factory):
     """Keep tests away from the user's config and environment; share one model cache per session."""
     for var in ("HALUCHECK_PROFILE", "HALUCHECK_CONFIG"):
