@@ -95,7 +95,7 @@ from pydantic import BaseModel, ConfigDict
 
 from halucheck.debate.agents import quotable
 from halucheck.engines.base import Request, Result, SamplingParams
-from halucheck.judges import Reason
+from halucheck.judges import Reason, read_reply
 from halucheck.prompts import load as load_prompts
 from halucheck.records import Check, Turn, Verdict
 from halucheck.scoring import clamp01, value_token_prob
@@ -179,16 +179,6 @@ def aggregate(votes: Sequence[tuple[bool, float]]) -> float | None:
     majority = yes if len(yes) > len(no) else no
     mean = sum(majority) / len(majority)
     return p_hallucinated_of(len(yes) > len(no), mean)
-
-
-def _read(result: Result, model: type[_Reply]) -> tuple[_Reply | None, str | None]:
-    """Validate a result with its pydantic model: (reply, None) or (None, why)."""
-    if not result.ok:
-        return None, result.error
-    try:
-        return model.model_validate(result.parsed), None
-    except Exception as exc:  # schema and model disagree: data, not a crash
-        return None, f"reply rejected: {exc}".splitlines()[0]
 
 
 # ---------------------------------------------------------------- the verifier
@@ -294,7 +284,7 @@ class CollabCal(Verifier):
         results = step([(i, self._request(checks[i], "answer", AnswerReply, personas[a], self._sampling(engines, a),
                                           logprobs=True)) for i, a in first])
         for (i, a), res in zip(first, results):
-            reply, err = _read(res, AnswerReply)
+            reply, err = read_reply(res, AnswerReply)
             if reply is None:
                 errors[i] = errors[i] or err
                 turns[i].append(self._turn("S0", res, error=err or "no valid reply"))
@@ -312,7 +302,7 @@ class CollabCal(Verifier):
             checks[i], "argue", ArgumentReply, "", self._sampling(engines),
             stance=self._stance(g.hallucinated, self._noun(checks[i])))) for i, g in arguers])
         for (i, g), res in zip(arguers, results):
-            reply, err = _read(res, ArgumentReply)
+            reply, err = read_reply(res, ArgumentReply)
             if reply is None:  # the stance is represented by its arguer's first reasoning
                 arguments[(i, g.hallucinated)] = g.reasoning
                 turns[i].append(self._turn("S1", res, error=err or "no valid reply"))
@@ -341,7 +331,7 @@ class CollabCal(Verifier):
                                               **common)))
         results = step(reqs)
         for (i, g), res in zip(revisions, results):
-            reply, err = _read(res, RevisionReply if i in split else ConsensusReply)
+            reply, err = read_reply(res, RevisionReply if i in split else ConsensusReply)
             if reply is None:
                 turns[i].append(self._turn("S2", res, error=err or "no valid reply"))
                 continue

@@ -125,8 +125,9 @@ def consistency_score(
     return clamp01((1 - reflection_weight) * observed + reflection_weight * reflected)
 
 
-def _read(result: Result, model: type[_Reply]) -> tuple[_Reply | None, str | None]:
-    """Validate a result with its pydantic model: (reply, None) or (None, why)."""
+def read_reply(result: Result, model: type[BaseModel]) -> tuple[BaseModel | None, str | None]:
+    """Validate a result with its pydantic model: (reply, None) or (None, why). Shared by every verifier
+    that reads JSON replies (the judges, collab-cal)."""
     if not result.ok:
         return None, result.error
     try:
@@ -199,7 +200,7 @@ class PromptJudge(Verifier):
         cost.add_results(results)
         out = []
         for i, res in enumerate(results):
-            reply, err = _read(res, self.reply)
+            reply, err = read_reply(res, self.reply)
             if reply is None:
                 v = failed_verdict(self.name, err or "no valid reply", _turn(self.name, res, "", None, None, err))
             else:
@@ -307,10 +308,10 @@ class Consistency(SelfCheck):
 
         decisions: list[tuple[bool | None, float | None, list[bool], str, str | None]] = []
         for i, res in enumerate(first):
-            reply, err = _read(res, SelfCheckReply)
+            reply, err = read_reply(res, SelfCheckReply)
             samples = []
             for r in rest[i * k:(i + 1) * k]:
-                s, _ = _read(r, SelfCheckReply)
+                s, _ = read_reply(r, SelfCheckReply)
                 if s is not None:
                     samples.append(not s.factuality)
             if reply is None:
@@ -335,7 +336,7 @@ class Consistency(SelfCheck):
             reflected = engine.generate(reqs)
             cost.add_results(reflected)
             for i, res in zip(ask, reflected):
-                r, _ = _read(res, ReflectionReply)
+                r, _ = read_reply(res, ReflectionReply)
                 reflections[i] = r.rating if r is not None else None
 
         out = []
@@ -367,4 +368,4 @@ class Consistency(SelfCheck):
 
 
 __all__ = ["Consistency", "JudgeLikert", "Lynx", "Prometheus", "PromptJudge", "SelfCheck", "SelfCheck3Shot",
-           "consistency_score", "likert_score"]
+           "consistency_score", "likert_score", "read_reply"]
