@@ -673,38 +673,11 @@ def _bib_value(text: str, i: int, end: int, macros: dict[str, str], close: str) 
         if i >= end:
             raise _BibError(max(i - 1, 0), "value missing at the end of the entry")
         c = text[i]
-        if c == "{":
-            depth, j = 0, i
-            while j < end:
-                if text[j] == "\\":
-                    j += 2
-                    continue
-                if text[j] == "{":
-                    depth += 1
-                elif text[j] == "}":
-                    depth -= 1
-                    if depth == 0:
-                        break
-                j += 1
+        if c in '{"':
+            j = _closing(text, i, end)
             if j >= end:
-                raise _BibError(i, "unbalanced braces: a '{' is never closed")
-            parts.append(text[i + 1:j])
-            i = j + 1
-        elif c == '"':
-            depth, j = 0, i + 1
-            while j < end:
-                if text[j] == "\\":
-                    j += 2
-                    continue
-                if text[j] == "{":
-                    depth += 1
-                elif text[j] == "}":
-                    depth -= 1
-                elif text[j] == '"' and depth == 0:
-                    break
-                j += 1
-            if j >= end:
-                raise _BibError(i, 'a quoted value is never closed (missing ")')
+                raise _BibError(i, "unbalanced braces: a '{' is never closed" if c == "{" else
+                                'a quoted value is never closed (missing ")')
             parts.append(text[i + 1:j])
             i = j + 1
         else:
@@ -719,6 +692,28 @@ def _bib_value(text: str, i: int, end: int, macros: dict[str, str], close: str) 
             i = j + 1
             continue
         return "".join(parts), i
+
+
+def _closing(text: str, i: int, end: int) -> int:
+    """Where the value opened at ``text[i]`` closes: the ``}`` matching a ``{``, or for a ``"`` the next ``"``
+    outside braces (backslash escapes skipped); ``end`` when it never does."""
+    quote = text[i] == '"'
+    depth, j = 0, i + 1 if quote else i
+    while j < end:
+        ch = text[j]
+        if ch == "\\":
+            j += 2
+            continue
+        if ch == "{":
+            depth += 1
+        elif ch == "}":
+            depth -= 1
+            if depth == 0 and not quote:
+                return j
+        elif ch == '"' and quote and depth == 0:
+            return j
+        j += 1
+    return end
 
 
 def _split_top(value: str, sep: str) -> list[str]:
