@@ -41,6 +41,13 @@ Engines (``--engine``):
     ``--max-rounds``/``--max-tokens`` small: ~10 s per call on 2 cores. Also prints the prefix layout
     measurement below with the model's tokenizer.
 
+``transformers --compare-prefix-reuse``
+    The same N claims debated by the Scheduler twice in one process, the engine's prefix KV reuse off,
+    then on (``halucheck.engines.prefix_cache``); greedy. Prints prompt tokens actually prefilled,
+    claims/s, peak RSS of each run (sampled from /proc every 0.1 s) and the cache's peak size, and
+    whether every generated token id matched. The JSON line holds ``prefill_ratio`` (prefilled with
+    reuse / without), ``wall_speedup`` (claims/s with / without) and ``identical``.
+
 ``vllm``
     A running vLLM OpenAI-compatible server (``--profile vllm``, base_url from the profile): the same
     claims at each concurrency in ``--concurrency`` (default 1,16).
@@ -62,6 +69,7 @@ Examples::
     python scripts/bench_debate.py --engine fake-batch --in-flight 64   # one batch in flight (old default)
     python scripts/bench_debate.py --layout-only --tokenizer qwen2.5-coder-0.5b-instruct
     python scripts/bench_debate.py --engine transformers --profile cpu-0.5b --claims 8 --max-rounds 1
+    python scripts/bench_debate.py --engine transformers --profile cpu-1.5b --claims 16 --compare-prefix-reuse
     python scripts/bench_debate.py --engine vllm --profile vllm --claims 8 --max-rounds 0
 """
 
@@ -360,6 +368,91 @@ def run_pair(label_a, run_a, label_b, run_b, n) -> tuple[dict, list, list]:
     return rows, results[0], results[1]
 
 
+class _PeakRSS:
+    """The largest resident set size seen while the block runs (sampled from /proc every 0.1 s)."""
+
+    def __enter__(self):
+        import threading
+
+        self.peak, self._stop = _rss(), threading.Event()
+        self._thread = threading.Thread(target=self._watch, daemon=True)
+        self._thread.start()
+        return self
+
+    def _watch(self):
+        while not self._stop.wait(0.1):
+            self.peak = max(self.peak, _rss())
+
+    def __exit__(self, *exc):
+        self._stop.set()
+        self._thread.join()
+        self.peak = max(self.peak, _rss())
+
+
+def _rss() -> int:
+    try:
+        with open("/proc/self/status") as f:
+            return next(int(line.split()[1]) * 1024 for line in f if line.startswith("VmRSS:"))
+    except (OSError, StopIteration):  # not Linux: no figure
+        return 0
+
+
+def compare_prefix_reuse(args, engine, agents, cfg, jobs, n) -> dict:
+    """The Scheduler over the same claims with the engine's prefix reuse off, then on (one process)."""
+    from halucheck.engines.prefix_cache import PrefixCache
+
+    generated: list = []  # every generate call's new token ids, per row (cut at the first end token)
+    generate = engine.hf_model.generate
+
+    def recording(*a, **kw):
+        out = generate(*a, **kw)
+        width = kw["input_ids"].shape[1]
+        for row in out.sequences[:, width:].tolist():
+            ends = [i for i, t in enumerate(row) if t in engine.eos_ids]
+            generated.append(row[: ends[0] + 1] if ends else row)
+        return out
+
+    engine.hf_model.generate = recording
+    cache = engine.prefix_cache or PrefixCache(2048 * 2**20)
+    runs = {}
+    for label, prefix_cache in (("no reuse", None), ("reuse", cache)):
+        engine.prefix_cache = prefix_cache
+        generated.clear()
+        prefilled0 = engine.prefilled_tokens
+        sched = Scheduler(agents, cfg, max_in_flight=args.in_flight)
+        with _PeakRSS() as rss:
+            t0 = time.perf_counter()
+            verdicts = sched.run(jobs)
+            wall = time.perf_counter() - t0
+        st = sched.stats
+        runs[label] = {"wall_s": round(wall, 1), "claims_s": n / wall, "calls": st.llm_calls, "steps": st.steps,
+                       "prompt_tokens": st.prompt_tokens, "prefilled_tokens": engine.prefilled_tokens - prefilled0,
+                       "completion_tokens": st.completion_tokens, "peak_rss_mib": round(rss.peak / 2**20),
+                       "tokens": list(generated), "verdicts": [v.factuality for v in verdicts]}
+        print(f"{label:>9}: {wall:8.1f} s  {n / wall:.4f} claims/s  calls {st.llm_calls}  steps {st.steps}  "
+              f"prompt tokens {st.prompt_tokens}  prefilled {runs[label]['prefilled_tokens']}  "
+              f"completion {st.completion_tokens}  peak RSS {runs[label]['peak_rss_mib']} MiB", flush=True)
+    engine.hf_model.generate = generate
+    off, on = runs["no reuse"], runs["reuse"]
+    identical = off["tokens"] == on["tokens"]
+    differ = sum(a != b for a, b in zip(off["tokens"], on["tokens"])) + abs(len(off["tokens"]) - len(on["tokens"]))
+    out = {"prefill_ratio": round(on["prefilled_tokens"] / max(1, off["prefilled_tokens"]), 3),
+           "wall_speedup": round(on["claims_s"] / off["claims_s"], 2), "identical": identical,
+           "replies_differing": differ, "replies": len(off["tokens"]),
+           "same_verdicts": sum(a == b for a, b in zip(off["verdicts"], on["verdicts"])),
+           "cache_hits": cache.hits, "cache_peak_mib": round(cache.peak_bytes / 2**20, 1),
+           "cache_evictions": cache.evictions,
+           "dtype": str(next(engine.hf_model.parameters()).dtype).removeprefix("torch."),
+           **{f"{k}_{tag}": r[k] for tag, r in (("off", off), ("on", on))
+              for k in ("claims_s", "wall_s", "prefilled_tokens", "prompt_tokens", "peak_rss_mib", "calls")}}
+    out["claims_s_off"], out["claims_s_on"] = round(off["claims_s"], 4), round(on["claims_s"], 4)
+    print(f"prefix reuse: {out['prefill_ratio']} of the prompt tokens prefilled, {out['wall_speedup']}x claims/s, "
+          f"replies identical: {identical} ({differ} of {out['replies']} differ), cache peak "
+          f"{out['cache_peak_mib']} MiB for {min(n, args.in_flight or 4 * engine.max_batch)} debates in flight, "
+          f"load average now {os.getloadavg()[0]:.1f}", flush=True)
+    return out
+
+
 def bench_transformers(args) -> dict:
     from halucheck.config import Settings
     from halucheck.engines.pool import EnginePool
@@ -380,6 +473,12 @@ def bench_transformers(args) -> dict:
     engine.generate([Request(messages=({"role": "user", "content": "Say hi."},),
                              sampling=SamplingParams(max_tokens=2))])
     print(f"model load + warm-up: {time.perf_counter() - t0:.1f} s", flush=True)
+    if args.compare_prefix_reuse:
+        out = {"engine": "transformers", "profile": args.profile, "claims": n, "max_tokens": args.max_tokens,
+               "min_rounds": cfg.min_rounds, "max_rounds": cfg.max_rounds,
+               **compare_prefix_reuse(args, engine, agents, cfg, jobs, n)}
+        engines.close()
+        return out
 
     def tally(verdicts) -> dict:
         turns = [t for v in verdicts for t in v.chain]
@@ -484,6 +583,8 @@ def main(argv=None) -> None:
     ap.add_argument("--passages", type=int, default=None, help="keep the first N evidence passages")
     ap.add_argument("--concurrency", default="1,16", help="vllm: concurrency levels, comma-separated")
     ap.add_argument("--base-url", help="vllm: the server's URL (default: the profile's base_url)")
+    ap.add_argument("--compare-prefix-reuse", action="store_true",
+                    help="transformers: the Scheduler with the engine's prefix KV reuse off, then on")
     ap.add_argument("--layout-only", action="store_true", help="only the prompt-layout token measurement")
     ap.add_argument("--layout-claims", type=int, default=64, help="claims for the layout measurement")
     ap.add_argument("--tokenizer", default="qwen2.5-coder-0.5b-instruct",

@@ -113,3 +113,121 @@ def test_max_tokens_caps_each_row(engine):
     a, b = engine.generate([short, longer])
     assert a.completion_tokens == 5 and b.completion_tokens == 9
     assert b.text.startswith(a.text)  # same greedy path, cut at each row's own cap
+
+
+# -- prefix KV reuse --------------------------------------------------------------------------------
+
+def _debate_requests(max_tokens: int):
+    """The debate's own requests for three claims with 1, 3 and 5 passages: each claim's first call, then
+    the three later roles of each (nine requests, three groups)."""
+    from dataclasses import replace
+
+    from halucheck.debate.agents import AgentCall, Agents
+    from halucheck.engines import SamplingParams
+    from halucheck.engines.fake import FakeEngine
+    from halucheck.records import Claim, Evidence, Turn
+
+    claims = [
+        ("The Eiffel Tower is in Berlin.",
+         ["The Eiffel Tower is a wrought-iron lattice tower on the Champ de Mars in Paris, France."]),
+        ("Water boils at 90 C at sea level.",
+         ["At sea level water boils at 100 degrees Celsius.",
+          "The boiling point falls with altitude; at 2,000 m it is about 93 C.",
+          "Salt raises the boiling point slightly."]),
+        ("The Nile is the longest river.",
+         ["The Nile is a major north-flowing river in northeastern Africa, about 6,650 km long.",
+          "The Amazon is the largest river by discharge volume.",
+          "Some measurements suggest the Amazon is longer than the Nile.",
+          "The Nile flows into the Mediterranean Sea.", "Its basin covers eleven countries."]),
+    ]
+    agents = Agents(engine=FakeEngine())
+    earlier = Turn(state="S0", role="initial", opinion="Passage 1 says otherwise.", factuality=False, error_severity=3)
+    first, later = [], []
+    for i, (text, passages) in enumerate(claims):
+        claim, evidence = Claim(text), tuple(Evidence(p) for p in passages)
+        first.append(agents.request(claim, evidence, AgentCall("initial", "S0"), group=f"claim-{i}"))
+        later += [agents.request(claim, evidence, AgentCall(role, "S1", previous=(earlier,)), group=f"claim-{i}")
+                  for role in ("skeptic", "trust", "leader")]
+    # free text, greedy, short: what is compared is the tokens, and prefill is what reuse saves
+    plain = lambda r: replace(r, schema=None, sampling=SamplingParams(max_tokens=max_tokens))  # noqa: E731
+    return [plain(r) for r in first], [plain(r) for r in later]
+
+
+def test_debate_calls_share_a_token_prefix_after_the_chat_template():
+    """The system prompt, evidence and claim come first in every call about a claim, so after the real chat
+    template and tokenizer each call's token ids start with those of that shared text."""
+    if weights.status(MODEL) == "not installed":
+        pytest.skip(f"{MODEL} weights are not installed (halucheck models pull {MODEL})")
+    import os.path
+
+    from transformers import AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(weights.resolve(MODEL))
+    first, later = _debate_requests(8)
+    for group in range(3):
+        calls = [first[group], *later[3 * group : 3 * group + 3]]
+        texts = [tok.apply_chat_template(list(r.messages), tokenize=False, add_generation_prompt=True) for r in calls]
+        claim_line = texts[0].index("[text]: ")
+        shared_text = texts[0][: texts[0].index("\n", claim_line)]  # up to the end of the claim line
+        assert all(t.startswith(shared_text) for t in texts)
+        ids = [tok(t, add_special_tokens=False)["input_ids"] for t in texts]
+        shared = tok(shared_text, add_special_tokens=False)["input_ids"]
+        common = len(os.path.commonprefix(ids))
+        assert common >= len(shared) - 1, (common, len(shared))  # at most the boundary token merges
+        assert all(i[: len(shared) - 1] == shared[:-1] for i in ids)
+
+
+@pytest.fixture(scope="module")
+def engine32():
+    """float32: greedy replies are then the same whichever way the prompt's KV was computed (in bfloat16,
+    rounding differs with the shape of the computation: batch, padding, cached or not)."""
+    if weights.status(MODEL) == "not installed":
+        pytest.skip(f"{MODEL} weights are not installed (halucheck models pull {MODEL})")
+    from halucheck.engines import create_engine
+
+    eng = create_engine("transformers", model=MODEL, max_batch=16, dtype="float32")
+    yield eng
+    eng.close()
+
+
+def test_prefix_reuse_gives_the_same_greedy_tokens(engine32):
+    """Nine requests of three claims (different evidence lengths) in one batch: each row's cached prefix
+    is padded into one batch cache; the generated token ids equal those of the same batch computed in full."""
+    engine = engine32
+    first, later = _debate_requests(24)
+    captured: list = []
+    generate = engine.hf_model.generate
+
+    def recording(*args, **kwargs):
+        out = generate(*args, **kwargs)
+        captured.append(out.sequences[:, kwargs["input_ids"].shape[1]:].tolist())
+        return out
+
+    engine.hf_model.generate = recording
+    cache = engine.prefix_cache
+    try:
+        engine.generate(first)  # stores each claim's prompt
+        assert len(cache) == 3
+        captured.clear()
+        before = engine.prefilled_tokens
+        with_reuse = engine.generate(later)
+        prefilled_with, tokens_with = engine.prefilled_tokens - before, captured[:]
+
+        engine.prefix_cache = None
+        captured.clear()
+        before = engine.prefilled_tokens
+        without = engine.generate(later)
+        prefilled_without, tokens_without = engine.prefilled_tokens - before, captured[:]
+    finally:
+        engine.hf_model.generate, engine.prefix_cache = generate, cache
+
+    assert len(tokens_with) == 1 and len(tokens_with[0]) == 9  # one batch of nine rows
+    assert tokens_with == tokens_without
+    assert [r.text for r in with_reuse] == [r.text for r in without]
+    # every later call reused its claim's shared start; the two others' are kept apart
+    assert all(r.cached_tokens > 100 for r in with_reuse) and all(r.cached_tokens == 0 for r in without)
+    assert len({r.cached_tokens for r in with_reuse}) == 3
+    assert prefilled_with == sum(r.prompt_tokens - r.cached_tokens for r in with_reuse)
+    assert prefilled_with < 0.5 * prefilled_without
+    engine.release(["claim-0", "claim-1"])
+    assert list(cache.entries) == ["claim-2"]

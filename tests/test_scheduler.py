@@ -174,3 +174,34 @@ def test_server_engine_is_driven_by_streaming():
     from halucheck.engines.openai_server import OpenAIServerEngine
 
     assert OpenAIServerEngine.streaming is True
+
+
+class _Releasing(FakeEngine):
+    """Records each request's prefix group, and when each group is released (after how many calls)."""
+
+    def __init__(self, **kw):
+        super().__init__(**kw)
+        self.groups, self.released = [], {}
+
+    def generate(self, requests):
+        self.groups += [r.prefix_group for r in requests]
+        return super().generate(requests)
+
+    def release(self, groups):
+        for g in groups:
+            self.released[g] = len(self.groups)
+
+
+@pytest.mark.parametrize("batched", [True, False])
+def test_a_debates_calls_share_a_prefix_group_released_when_it_ends(batched):
+    js = jobs(6)
+    engine = _Releasing(responder=deterministic, max_batch=4)
+    agents, cfg = Agents(engine=engine), DebateConfig(min_rounds=1, max_rounds=2)
+    verdicts = Scheduler(agents, cfg).run(js) if batched else run_sequential(js, agents, cfg)
+    keys = [j.key() for j in js]
+    assert set(engine.groups) == set(keys) and set(engine.released) == set(keys)
+    for key, v in zip(keys, verdicts):
+        assert engine.groups.count(key) == len(v.chain)
+        last_call = max(i for i, g in enumerate(engine.groups) if g == key)
+        assert engine.released[key] > last_call  # released after its last call
+        assert key not in engine.groups[engine.released[key]:]  # ... and never used again

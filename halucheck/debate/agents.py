@@ -242,7 +242,18 @@ class Agents:
     def engine_for(self, role: Role) -> "Engine":
         return self.engine if self.engine is not None else self.engines.engine_for(role)
 
-    def request(self, claim: Claim, evidence: Sequence[Evidence], call: AgentCall) -> Request:
+    def engines_in_use(self) -> set["Engine"]:
+        return {self.engine_for(r) for r in ("initial", "trust", "skeptic", "leader")}
+
+    def release(self, group: str) -> None:
+        """A debate is over: its engines may drop the prompt prefix its calls shared."""
+        for engine in self.engines_in_use():
+            engine.release([group])
+
+    def request(self, claim: Claim, evidence: Sequence[Evidence], call: AgentCall,
+                group: str | None = None) -> Request:
+        """``group``: the claim's key; every call of its debate shares a prompt start (see
+        ``Request.prefix_group``)."""
         sampling = (self.engines.settings.sampling(call.role, self.sampling) if self.engines is not None
                     else self.sampling)
         return Request(
@@ -255,4 +266,5 @@ class Agents:
             avoid="\n".join(call.earlier),
             # ... while the claim's words and the passages' names and numbers stay free to use
             quote=quotable(claim, evidence),
+            prefix_group=group,
         )

@@ -61,6 +61,7 @@ class _Debate:
 
     def __init__(self, slot: int, job: DebateJob, cfg: DebateConfig) -> None:
         self.slot, self.job = slot, job
+        self.group = job.key()  # its calls' prefix group (they share system prompt, evidence, claim)
         self.gen: Generator[AgentCall, Turn, Verdict] = debate(job.claim, job.evidence, cfg)
         self.call: AgentCall | None = next(self.gen)
         self.verdict: Verdict | None = None
@@ -110,12 +111,13 @@ class Scheduler:
         verdicts: list[Verdict | None] = [None] * len(jobs)
 
         def finish(d: _Debate) -> None:
+            self.agents.release(d.group)
             for i in [d.slot, *twins.get(d.slot, [])]:
                 verdicts[i] = d.verdict if i == d.slot else copy.deepcopy(d.verdict)
                 if self.on_verdict:
                     self.on_verdict(i, verdicts[i])
 
-        engines = {self.agents.engine_for(r) for r in ("initial", "trust", "skeptic", "leader")}
+        engines = self.agents.engines_in_use()
         widest = max(e.max_batch for e in engines)
         queue = deque(unique)
         if all(getattr(e, "streaming", False) for e in engines):
@@ -164,7 +166,7 @@ class Scheduler:
             engine = max((e for e in waiting if waiting[e]),
                          key=lambda e: (len(waiting[e]) >= e.max_batch, -since[waiting[e][0].slot]))
             group = [waiting[engine].popleft() for _ in range(min(len(waiting[engine]), engine.max_batch))]
-            requests = [self.agents.request(d.job.claim, d.job.evidence, d.call) for d in group]
+            requests = [self.agents.request(d.job.claim, d.job.evidence, d.call, d.group) for d in group]
             self.stats.steps += 1
             self.stats.batch_sizes.append(len(requests))
             for d, result in zip(group, engine.generate(requests)):
@@ -183,7 +185,7 @@ class Scheduler:
 
             def submit(d: _Debate) -> None:
                 engine = self.agents.engine_for(d.call.role)
-                request = self.agents.request(d.job.claim, d.job.evidence, d.call)
+                request = self.agents.request(d.job.claim, d.job.evidence, d.call, d.group)
                 running[pool.submit(lambda: engine.generate([request])[0])] = d
 
             for d in self._start(jobs, queue, active, limit):
@@ -211,8 +213,9 @@ def run_sequential(jobs: Sequence[DebateJob], agents: Agents, cfg: DebateConfig 
         d = _Debate(0, job, cfg)
         while d.call is not None:
             engine = agents.engine_for(d.call.role)
-            result = engine.generate([agents.request(job.claim, job.evidence, d.call)])[0]
+            result = engine.generate([agents.request(job.claim, job.evidence, d.call, d.group)])[0]
             d.advance(turn_from_result(d.call, result, len(job.evidence)))
+        agents.release(d.group)
         verdicts.append(d.verdict)
     return verdicts
 

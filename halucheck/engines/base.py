@@ -62,6 +62,10 @@ class Request:
     # Text the reply may repeat through that ban and the penalties (in a debate: the claim, and the
     # passages' names and numbers): see engines/ngrams.py.
     quote: str | None = None
+    # Requests with the same group start alike (a debate's calls about one claim): an engine that keeps
+    # prompt KV between calls (``transformers``) reuses their common start. Not part of the reply's key:
+    # it changes the cost, never the reply.
+    prefix_group: str | None = None
 
     def key(self, model: str = "") -> str:
         """A stable hash of everything that determines the reply (for caching and dedupe)."""
@@ -203,6 +207,9 @@ class Engine:
             ),
         )
 
+    def release(self, groups: Sequence[str]) -> None:
+        """The calls of these prefix groups are over: an engine that keeps their prefixes drops them."""
+
     def close(self) -> None:
         """Release resources (servers, GPU memory)."""
 
@@ -227,6 +234,9 @@ class WrappedEngine(Engine):
     @property
     def calls(self) -> int:  # type: ignore[override]
         return self.inner.calls
+
+    def release(self, groups: Sequence[str]) -> None:
+        self.inner.release(groups)
 
     def close(self) -> None:
         self.inner.close()

@@ -7,6 +7,14 @@ chunks of ``max_batch``; each chunk is one left-padded ``model.generate`` call. 
 schemas, or none, share a chunk: one logits processor keeps one Outlines guide per row. Results come back
 in input order.
 
+Prefix reuse: requests that share a ``prefix_group`` (a debate's calls about one claim) reuse the KV
+of their common token prefix (system prompt, evidence, claim) from the group's earlier calls
+(``halucheck.engines.prefix_cache``). In a chunk, each row's cached prefix is left-padded to the
+longest one, and the rest of its prompt follows after its own padding:
+``[pad][cached prefix][pad][rest of the prompt]``; the attention mask hides both pads and the
+positions count only unmasked tokens, so every row computes exactly what it would alone. Rows without
+a hit have an empty prefix, which is plain left padding.
+
 Greedy when temperature is 0; otherwise sampling, seeded per ``generate`` call: a seed reproduces a
 batch, and requests sharing a seed in one batch still get different samples (they are different rows).
 Per-token logprobs, when asked for, are those of the constrained distribution (after the schema mask,
@@ -34,12 +42,16 @@ from typing import Any, Sequence
 from halucheck.engines import ngrams
 from halucheck.engines.base import Engine, Request, Result
 from halucheck.engines.index_cache import IndexCache
+from halucheck.engines.prefix_cache import PrefixCache
 from halucheck.errors import ConfigError, EngineError
 
 DEFAULT_MODEL = "qwen2.5-coder-1.5b-instruct"
 # JSON whitespace allowed between tokens. Outlines' default allows any run of spaces and newlines, and
 # small models then fill max_tokens with newlines; one optional space keeps replies compact and valid.
 DEFAULT_WHITESPACE = r"[ ]?"
+# Bytes of prefix KV kept between calls. The 1.5B model keeps 28 KiB per token in bfloat16, so a debate's
+# ~1,000-token shared prefix takes ~28 MiB and 2 GiB holds ~70 debates in flight (4 x max_batch is 32).
+DEFAULT_PREFIX_CACHE_MB = 2048
 
 
 @dataclass
@@ -54,7 +66,8 @@ class TransformersEngine(Engine):
 
     Options: ``max_batch`` (rows per ``generate`` call, default 8), ``threads`` (torch threads, default:
     the cores this process may use), ``dtype`` (load dtype, default: as saved), ``whitespace_pattern``
-    (regex for JSON whitespace). ``model`` is a known model name (see ``halucheck.weights``) or a local
+    (regex for JSON whitespace), ``prefix_cache_mb`` (KV of shared prompt prefixes kept between calls,
+    in MiB; 0 turns reuse off). ``model`` is a known model name (see ``halucheck.weights``) or a local
     transformers folder.
     """
 
@@ -67,10 +80,16 @@ class TransformersEngine(Engine):
         threads: int | None = None,
         dtype: str | None = None,
         whitespace_pattern: str = DEFAULT_WHITESPACE,
+        prefix_cache_mb: float = DEFAULT_PREFIX_CACHE_MB,
         **options: Any,
     ) -> None:
         super().__init__(model=model or DEFAULT_MODEL, **options)
         self.max_batch = max(1, int(max_batch))
+        mb = float(prefix_cache_mb)
+        if mb < 0:
+            raise ConfigError(f"prefix_cache_mb must be 0 (off) or more, not {prefix_cache_mb!r}")
+        self.prefix_cache = PrefixCache(int(mb * 2**20)) if mb > 0 else None
+        self.prefilled_tokens = 0  # prompt tokens computed (not served from the prefix cache)
         self.whitespace_pattern = whitespace_pattern
         self._indexes: dict[str, Any] = {}  # schema JSON -> outlines_core Index (built once per schema)
         self._vocabulary = None
@@ -217,12 +236,20 @@ class TransformersEngine(Engine):
         import torch
         from transformers import LogitsProcessorList
 
-        width = max(len(p.input_ids) for p in chunk)
+        # Each row: [pad][its cached prefix, n tokens][pad][the rest of its prompt] (see the module doc).
+        cached = [self._cached_prefix(p) for p in chunk]
+        prefix_width = max(n for _, n in cached)
+        width = prefix_width + max(len(p.input_ids) - n for p, (_, n) in zip(chunk, cached))
         ids = torch.full((len(chunk), width), self.pad_id, dtype=torch.long)
         mask = torch.zeros((len(chunk), width), dtype=torch.long)
-        for row, p in enumerate(chunk):  # left padding: every row's last prompt token is at the end
-            ids[row, width - len(p.input_ids) :] = torch.tensor(p.input_ids)
-            mask[row, width - len(p.input_ids) :] = 1
+        for row, (p, (_, n)) in enumerate(zip(chunk, cached)):
+            rest = p.input_ids[n:]
+            ids[row, prefix_width - n : prefix_width] = torch.tensor(p.input_ids[:n], dtype=torch.long)
+            ids[row, width - len(rest) :] = torch.tensor(rest, dtype=torch.long)
+            mask[row, prefix_width - n : prefix_width] = 1
+            mask[row, width - len(rest) :] = 1
+            self.prefilled_tokens += len(rest)
+        past = self._batch_cache(cached, prefix_width) if prefix_width else None
 
         max_tokens = [max(1, p.request.sampling.max_tokens) for p in chunk]
         guide = _RowGuides(
@@ -244,6 +271,8 @@ class TransformersEngine(Engine):
         else:
             kwargs.update(do_sample=False, temperature=None, top_p=None, top_k=None)
 
+        if past is not None:
+            kwargs["past_key_values"] = past
         t0 = time.perf_counter()
         with torch.inference_mode():
             out = self.hf_model.generate(
@@ -253,10 +282,12 @@ class TransformersEngine(Engine):
                 max_new_tokens=max(max_tokens),  # shorter caps are enforced per row by the processor
                 eos_token_id=self.eos_ids,
                 pad_token_id=self.pad_id,
+                return_dict_in_generate=True,
                 **kwargs,
             )
         elapsed = time.perf_counter() - t0
-        new = out[:, width:].tolist()
+        self._keep_prefixes(chunk, cached, out.past_key_values, width)
+        new = out.sequences[:, width:].tolist()
         guide.finish(new)
 
         results = []
@@ -272,6 +303,7 @@ class TransformersEngine(Engine):
             res = Result(
                 text=self.tokenizer.decode(tokens, skip_special_tokens=True),
                 prompt_tokens=len(p.input_ids),
+                cached_tokens=cached[row][1],
                 completion_tokens=completion,
                 latency_s=elapsed,
                 capped=not ended,
@@ -283,12 +315,62 @@ class TransformersEngine(Engine):
             results.append(res)
         return results
 
+    # -- prefix reuse ---------------------------------------------------------------------------
+    def _cached_prefix(self, p: _Prepared) -> tuple[Any, int]:
+        """The prefix cache's entry for this request's group and the tokens it serves, or (None, 0)."""
+        if self.prefix_cache is None or not p.request.prefix_group:
+            return None, 0
+        return self.prefix_cache.match(p.request.prefix_group, p.input_ids)
+
+    def _batch_cache(self, cached: list[tuple[Any, int]], width: int) -> Any:
+        """One DynamicCache for the chunk: each row's cached keys and values right-aligned in ``width``
+        positions (zeros before them, which the attention mask hides)."""
+        import torch
+        from transformers import DynamicCache
+
+        some = next(entry for entry, _ in cached if entry is not None)
+        k0 = some.layers[0][0]
+        heads, dim = k0.shape[0], k0.shape[2]
+        layers = []
+        for layer in range(len(some.layers)):
+            keys = k0.new_zeros((len(cached), heads, width, dim))
+            values = k0.new_zeros((len(cached), heads, width, dim))
+            for row, (entry, n) in enumerate(cached):
+                if entry is not None:
+                    k, v = entry.layers[layer]
+                    keys[row, :, width - n :] = k[:, :n]
+                    values[row, :, width - n :] = v[:, :n]
+            layers.append((keys, values))
+        return DynamicCache(ddp_cache_data=layers)
+
+    def _keep_prefixes(self, chunk: list[_Prepared], cached: list[tuple[Any, int]], past: Any, width: int) -> None:
+        """Store the prompt KV of each grouped row that had no entry: its group's next call shares it.
+        Such a row's prompt is contiguous and ends at ``width`` (it had no cached part)."""
+        if self.prefix_cache is None or past is None:
+            return
+        for row, (p, (entry, _)) in enumerate(zip(chunk, cached)):
+            group = p.request.prefix_group
+            if entry is not None or not group or group in self.prefix_cache.entries:
+                continue
+            start = width - len(p.input_ids)
+            layers = [(layer.keys[row, :, start:width].clone(), layer.values[row, :, start:width].clone())
+                      for layer in past.layers]
+            self.prefix_cache.store(group, p.input_ids, layers)
+
+    def release(self, groups) -> None:
+        """Forget the cached prefixes of these groups (their calls are over)."""
+        if self.prefix_cache is not None:
+            for group in groups:
+                self.prefix_cache.release(group)
+
     def close(self) -> None:
-        """Drop the model and the schema indexes."""
+        """Drop the model, the schema indexes and the cached prefixes."""
         for attr in ("hf_model", "tokenizer"):
             if hasattr(self, attr):
                 delattr(self, attr)
         self._indexes.clear()
+        if self.prefix_cache is not None:
+            self.prefix_cache = PrefixCache(self.prefix_cache.max_bytes)
         import gc
 
         gc.collect()
