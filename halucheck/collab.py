@@ -91,11 +91,10 @@ import time
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Literal, Sequence
 
-from pydantic import BaseModel, ConfigDict
 
 from halucheck.debate.agents import quotable
 from halucheck.engines.base import Request, Result, SamplingParams
-from halucheck.judges import Reason, read_reply
+from halucheck.judges import Reason, StrictReply, read_reply
 from halucheck.prompts import load as load_prompts
 from halucheck.records import Check, Turn, Verdict
 from halucheck.scoring import clamp01, value_token_prob
@@ -117,24 +116,20 @@ Rating = Literal["poor", "fair", "good", "excellent"]
 # No docstrings on the reply models: pydantic would send them to the model as the schema's description.
 
 
-class _Reply(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-
 # S0: a first answer with its confidence.
-class AnswerReply(_Reply):
+class AnswerReply(StrictReply):
     reasoning: str = Reason
     factuality: bool
     confidence: Confidence
 
 
 # S1: an argument for the agent's stance.
-class ArgumentReply(_Reply):
+class ArgumentReply(StrictReply):
     argument: str = Reason
 
 
 # S2 when the group is split: the opposing argument rated, then the revised answer and confidence.
-class RevisionReply(_Reply):
+class RevisionReply(StrictReply):
     logic: Rating
     facts: Rating
     clarity: Rating
@@ -145,7 +140,7 @@ class RevisionReply(_Reply):
 
 
 # S2 when every agent gave the same answer: the revised answer and confidence.
-class ConsensusReply(_Reply):
+class ConsensusReply(StrictReply):
     rationale: str = Reason
     factuality: bool
     confidence: Confidence
@@ -229,7 +224,7 @@ class CollabCal(Verifier):
             return s
         return replace(s, temperature=max(self.options.sample_temperature, 1e-3), seed=self.options.seed + agent + 1)
 
-    def _request(self, check: Check, section: str, reply: type[_Reply], persona: str, sampling: SamplingParams,
+    def _request(self, check: Check, section: str, reply: type[StrictReply], persona: str, sampling: SamplingParams,
                  logprobs: bool = False, avoid: str = "", **extra) -> Request:
         p = load_prompts("collab")
         question, noun = check.claim.question, self._noun(check)

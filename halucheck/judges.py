@@ -53,31 +53,31 @@ REASON_CHARS = 300
 Reason = Field(max_length=REASON_CHARS)
 
 
-class _Reply(BaseModel):
+class StrictReply(BaseModel):  # the base of every judge's reply shape (and collab-cal's): no extra keys
     model_config = ConfigDict(extra="forbid")
 
 
-class SelfCheckReply(_Reply):
+class SelfCheckReply(StrictReply):
     reasoning: str = Reason
     factuality: bool
 
 
-class LikertReply(_Reply):
+class LikertReply(StrictReply):
     explanation: str = Reason
     score: Literal[1, 2, 3, 4, 5]
 
 
-class RubricReply(_Reply):
+class RubricReply(StrictReply):
     feedback: str = Reason
     score: Literal[1, 2, 3, 4, 5]
 
 
-class LynxReply(_Reply):
+class LynxReply(StrictReply):
     REASONING: str = Reason
     SCORE: Literal["PASS", "FAIL"]
 
 
-class ReflectionReply(_Reply):
+class ReflectionReply(StrictReply):
     reasoning: str = Reason
     rating: Literal["correct", "incorrect", "not sure"]
 
@@ -154,7 +154,7 @@ class PromptJudge(Verifier):
     """A single-agent judge: one templated request per claim, read by ``score``."""
 
     prompt: str = ""  # section of verifiers.yaml
-    reply: type[_Reply] = SelfCheckReply
+    reply: type[StrictReply] = SelfCheckReply
     reasoning: str = "reasoning"  # the reply field shown as the turn's opinion
     logprobs: bool = False
     shots: bool = False
