@@ -101,24 +101,38 @@ def synthetic_id(line: int, taken: set[str]) -> str:
     return name
 
 
-def _jsonl_records(texts: list[str], problems: list[InputProblem]):
+def json_kind(value) -> str:
+    """What a parsed JSON value is, in words ("a list", "a string", ...), for error messages."""
+    return {bool: "a boolean", int: "a number", float: "a number", str: "a string", list: "a list",
+            dict: "an object", type(None): "null"}.get(type(value), type(value).__name__)
+
+
+def json_objects(texts: list[str], example: str):
+    """Per non-blank line: ``(line, object, None)``, or ``(line, None, why it is unusable)`` where the line is
+    not one JSON object (``example`` shows the user what one looks like). Shared by every JSONL reader."""
     for n, text in enumerate(texts, start=1):
         if not text.strip():
             continue
         try:
             rec = json.loads(text)
         except json.JSONDecodeError as exc:
-            problems.append(InputProblem(n, f"not valid JSON ({exc.msg} at column {exc.colno}); each line must be "
-                                            "one JSON object like {\"id\": \"a1\", \"answer\": \"...\"}", True))
+            yield n, None, f"not valid JSON ({exc.msg} at column {exc.colno}); each line must be one JSON object like {example}"
             continue
         except RecursionError:  # json.loads recurses once per nesting level
-            problems.append(InputProblem(n, "JSON nested too deeply (line skipped); each line must be one flat "
-                                            "object like {\"id\": \"a1\", \"answer\": \"...\"}", True))
+            yield n, None, f"JSON nested too deeply (line skipped); each line must be one flat object like {example}"
             continue
         if not isinstance(rec, dict):
-            problems.append(InputProblem(n, f"expected a JSON object, got {type(rec).__name__}", True))
+            yield n, None, f"expected a JSON object, got {json_kind(rec)}; write one object per line like {example}"
             continue
-        yield n, rec
+        yield n, rec, None
+
+
+def _jsonl_records(texts: list[str], problems: list[InputProblem]):
+    for n, rec, problem in json_objects(texts, '{"id": "a1", "answer": "..."}'):
+        if problem is not None:
+            problems.append(InputProblem(n, problem, True))
+        else:
+            yield n, rec
 
 
 def _csv_records(text: str, problems: list[InputProblem]):

@@ -37,6 +37,7 @@ from typing import Any, Callable, Iterator
 
 from halucheck.errors import InputError
 from halucheck.evaluation.datasets import EvalItem
+from halucheck.inputs import json_kind, json_objects
 
 SUFFIXES = (".jsonl", ".csv")
 CONTEXT_PASSAGE_CHARS = 1000  # a context up to this long is one passage; longer ones are cut into sentences
@@ -173,24 +174,11 @@ def _jsonl_records(path: Path, texts: list[str], problems: list[LineProblem]) ->
                                  f"e.g. {EXAMPLE}")
         except (json.JSONDecodeError, RecursionError):
             pass
-    for n, text in enumerate(texts, start=1):
-        if not text.strip():
-            continue
-        try:
-            rec = json.loads(text)
-        except json.JSONDecodeError as exc:
-            problems.append(LineProblem(path, n, f"not valid JSON ({exc.msg} at column {exc.colno}); each line "
-                                                 f"must be one JSON object like {EXAMPLE}"))
-            continue
-        except RecursionError:
-            problems.append(LineProblem(path, n, f"JSON nested too deeply; each line must be one flat object like "
-                                                 f"{EXAMPLE}"))
-            continue
-        if not isinstance(rec, dict):
-            problems.append(LineProblem(path, n, f"expected a JSON object, got {_kind(rec)}; write one object per "
-                                                 f"line like {EXAMPLE}"))
-            continue
-        yield n, rec
+    for n, rec, problem in json_objects(texts, EXAMPLE):
+        if problem is not None:
+            problems.append(LineProblem(path, n, problem))
+        else:
+            yield n, rec
 
 
 def _csv_records(path: Path, texts: list[str], problems: list[LineProblem]) -> Iterator[tuple[int, dict]]:
@@ -240,11 +228,6 @@ def _csv_records(path: Path, texts: list[str], problems: list[LineProblem]) -> I
 # ---------------------------------------------------------------- one record -> one item
 
 
-def _kind(value: Any) -> str:
-    return {bool: "a boolean", int: "a number", float: "a number", str: "a string", list: "a list",
-            dict: "an object", type(None): "null"}.get(type(value), type(value).__name__)
-
-
 def _label(value: Any) -> bool | None:
     """``hallucinated`` as a bool, or None when it is not one of the accepted spellings."""
     if isinstance(value, bool):
@@ -266,7 +249,7 @@ def _text(rec: dict, key: str) -> str | None:
     if value is None:
         return None
     if not isinstance(value, str):
-        raise ValueError(f"\"{key}\" must be a string, got {_kind(value)}")
+        raise ValueError(f"\"{key}\" must be a string, got {json_kind(value)}")
     return value.strip() or None
 
 
@@ -284,11 +267,11 @@ def _evidence(rec: dict, csv_row: bool) -> list[str]:
     if isinstance(value, str):
         return [value.strip()] if value.strip() else []
     if not isinstance(value, list):
-        raise ValueError(f"\"evidence\" must be a list of strings, got {_kind(value)}")
+        raise ValueError(f"\"evidence\" must be a list of strings, got {json_kind(value)}")
     out = []
     for i, p in enumerate(value):
         if not isinstance(p, str):
-            raise ValueError(f"\"evidence\" must be a list of strings, but entry {i + 1} is {_kind(p)}")
+            raise ValueError(f"\"evidence\" must be a list of strings, but entry {i + 1} is {json_kind(p)}")
         if p.strip():
             out.append(p.strip())
     return out
@@ -317,7 +300,7 @@ def _to_item(path: Path, name: str, line: int, rec: dict, csv_row: bool, problem
         bad(f"missing \"id\"; give every item a unique id, e.g. {EXAMPLE}")
         return None
     if isinstance(raw_id, bool) or not isinstance(raw_id, (str, int)):
-        bad(f"\"id\" must be a string or a whole number, got {_kind(raw_id)}")
+        bad(f"\"id\" must be a string or a whole number, got {json_kind(raw_id)}")
         return None
     own_id = str(raw_id).strip()
     if own_id in first_line:
