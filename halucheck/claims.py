@@ -252,7 +252,7 @@ def claims_of_answers(answers: Sequence[tuple[str | None, str, int | None]], eng
                       engine_extract: "Engine", subjective_filter: str = "auto", max_claims: int = 64,
                       filter_sampling: SamplingParams = FILTER_SAMPLING,
                       extract_sampling: SamplingParams = EXTRACT_SAMPLING,
-                      cite: bool = False) -> tuple[list[AnswerClaims], list[StageOutput]]:
+                      cite: bool = False, sources: bool = False) -> tuple[list[AnswerClaims], list[StageOutput]]:
     """The claim stage over a batch of answers, ``(question, answer, checked_chars)`` each (``checked_chars``:
     where an over-long answer's checked part ends, None for all of it). Returns one AnswerClaims per answer
     and the stage outputs (for the cost accounting). Two engine calls for the whole batch: the subjective
@@ -265,7 +265,9 @@ def claims_of_answers(answers: Sequence[tuple[str | None, str, int | None]], eng
     (:func:`locate`). Every calculation written in the answer (``48 x 125 = 5800``) is a claim of its own,
     word for word, found without a model (:func:`calculations`); with ``cite`` (a bibliography to check
     against), so is every reference-shaped citation (:func:`citations`); an extracted claim that restates
-    one is dropped. A failed call fails its whole answer."""
+    one is dropped. With ``sources`` (a corpus to look them up in), every document the answer names as its
+    source (``(source: products.md)``, :func:`halucheck.sources.find_sources`) is a claim of kind ``source``.
+    A failed call fails its whole answer."""
     out = [AnswerClaims() for _ in answers]
     work = []  # (answer index, sentence, needs the filter, context for the extractor)
     prose: dict[int, str] = {}  # each answer's checked text with its code blocks blanked out
@@ -317,6 +319,10 @@ def claims_of_answers(answers: Sequence[tuple[str | None, str, int | None]], eng
         a.claims += [(c, None, *locate(c, answer, within=seg), "knowledge") for c, seg in kept]
         a.claims += [(text, None, s, e, "calculation") for text, s, e in calcs]
         a.claims += [(text, None, s, e, "citation") for text, s, e, _ in cites]
+        if sources:
+            from halucheck.sources import find_sources
+
+            a.claims += [(r.name, None, r.start, r.end, "source") for r in find_sources(prose[i])]
         a.claims.sort(key=lambda c: c[2])
     return out, filtered + extracted
 

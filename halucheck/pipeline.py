@@ -238,7 +238,7 @@ class Pipeline:
                 self.opts.subjective_filter, self.opts.max_claims,
                 self.settings.sampling("filter", claim_stages.FILTER_SAMPLING),
                 self.settings.sampling("extractor", claim_stages.EXTRACT_SAMPLING),
-                cite=self.opts.bibliography is not None)
+                cite=self.opts.bibliography is not None, sources=self.opts.corpus is not None)
             saved, errors = {}, []
             for (i, it), a in zip(chunk, made):
                 if a.error:  # the item stays not done and is tried again later
@@ -261,13 +261,15 @@ class Pipeline:
         self.store.mark_evidence_done(kind="calculation")
         if self.opts.bibliography is not None:  # looked up in the bibliography, not searched for
             self.store.mark_evidence_done(kind="citation")
+        by_idx = dict(items)
+        self.look_up_sources(by_idx)
         rows = self.store.query(
-            "SELECT c.claim_id, c.item_idx, c.text, c.question FROM claims c WHERE NOT c.evidence_done "
-            "ORDER BY c.item_idx, c.ordinal")
+            "SELECT c.claim_id, c.item_idx, c.text, c.question, c.span_start, c.span_end FROM claims c "
+            "WHERE NOT c.evidence_done ORDER BY c.item_idx, c.ordinal")
         if not rows:
             return
-        by_idx = dict(items)
         corpus = self.corpus()
+        cited = self.cited_documents(rows, by_idx)
         if corpus is None and not any(by_idx[r[1]].context for r in rows if r[1] in by_idx):
             self.log("note: no --corpus and no context in the input: claims are judged without evidence")
         engine_q = self.engines.engine_for("query")
@@ -276,7 +278,7 @@ class Pipeline:
         for start in range(0, len(rows), self.opts.batch_items * 4):
             chunk = rows[start:start + self.opts.batch_items * 4]
             t0 = time.perf_counter()
-            statements = [f"{q} {t}" if q else t for _, _, t, q in chunk]
+            statements = [f"{q} {t}" if q else t for _, _, t, q, _, _ in chunk]
             outs = claim_stages.make_queries(engine_q, statements,
                                              self.settings.sampling("query", claim_stages.QUERY_SAMPLING))
             # a claim whose queries failed is not searched with a fallback: it stays without evidence and
@@ -284,15 +286,20 @@ class Pipeline:
             ok = [j for j, o in enumerate(outs) if not o.error]
             queries = {j: outs[j].value for j in ok}
             found: dict[int, list] = {j: [] for j in ok}
-            if corpus is not None and ok:
-                flat = [q for j in ok for q in queries[j]]
+            # a claim whose sentence names its source document is checked against that document only
+            own = {j: cited[chunk[j][0]] for j in ok if chunk[j][0] in cited}
+            for j, source in own.items():
+                found[j].append(self.document_index(source).search_many(queries[j], k=self.opts.top_k))
+            searched = [j for j in ok if j not in own]
+            if corpus is not None and searched:
+                flat = [q for j in searched for q in queries[j]]
                 hits = corpus.search_many(flat, k=self.opts.top_k)
                 pos = 0
-                for j in ok:
+                for j in searched:
                     found[j].append(hits[pos:pos + len(queries[j])])
                     pos += len(queries[j])
             if self.opts.use_context:
-                for j in ok:
+                for j in searched:
                     idx = chunk[j][1]
                     ctx = by_idx[idx].context if idx in by_idx else None
                     if ctx:
@@ -301,13 +308,68 @@ class Pipeline:
                     for j in ok]
             errors = [(idx, by_idx[idx].line if idx in by_idx else None, cid,
                        f"query generation failed: {o.error}")
-                      for (cid, idx, _, _), o in zip(chunk, outs) if o.error]
+                      for (cid, idx, *_), o in zip(chunk, outs) if o.error]
             self.store.save_evidence_batch(
                 done, errors, [r[0] for r in chunk if r[0] in had_errors],
                 ("queries", sum(o.calls for o in outs), sum(o.prompt_tokens for o in outs),
                  sum(o.completion_tokens for o in outs), 0, time.perf_counter() - t0, len(errors)))
             bar.update(len(chunk))
         bar.close()
+
+    def source_names(self):
+        """Which corpus document each name refers to (``halucheck.sources``); None without a corpus."""
+        if getattr(self, "_source_names", None) is None and self.corpus() is not None:
+            from halucheck.sources import SourceNames
+
+            self._source_names = SourceNames.of_index(self.corpus(), root=self.opts.corpus.resolve())
+        return getattr(self, "_source_names", None)
+
+    def look_up_sources(self, by_idx: dict) -> None:
+        """Claims of kind ``source`` (a document the answer names): the document's opening passage as
+        evidence when the corpus has it, none when it does not (the source check reads that)."""
+        rows = self.store.query("SELECT claim_id, text FROM claims WHERE NOT evidence_done AND kind = 'source'")
+        names = self.source_names() if rows else None
+        if not rows:
+            return
+        from halucheck.records import Evidence
+
+        done = []
+        for cid, name in rows:
+            source = names.resolve(name) if names is not None else None
+            text = (self.corpus().document_text(source) or "") if source else ""
+            first = text[:300]
+            done.append((cid, [], [Evidence(first, source=source, start=0, end=len(first))] if source else []))
+        self.store.save_evidence_batch(done, [], [])
+
+    def cited_documents(self, rows, by_idx: dict) -> dict[str, str]:
+        """claim_id -> the corpus document its sentence names as its source (the first, if several)."""
+        names = self.source_names()
+        if names is None:
+            return {}
+        from halucheck.sources import backing_sources, find_sources
+
+        out, refs = {}, {}
+        for cid, idx, _, _, start, end in rows:
+            item = by_idx.get(idx)
+            if item is None or start is None or end is None:
+                continue
+            if idx not in refs:
+                refs[idx] = [(r, names.resolve(r.name)) for r in find_sources(item.answer)]
+            resolved = {r: s for r, s in refs[idx] if s}
+            for r in backing_sources(item.answer, start, end, list(resolved)):
+                out[cid] = resolved[r]
+                break
+        return out
+
+    def document_index(self, source: str):
+        """Passages of one corpus document, searchable (kept for the claims that cite it)."""
+        from halucheck import retrieval
+
+        cache = self.__dict__.setdefault("_doc_indexes", {})
+        if source not in cache:
+            cache.clear()  # claims come in answer order: one cited document at a time is enough
+            cache[source] = retrieval.PassageIndex.from_text(self.corpus().document_text(source) or "", source=source)
+        return cache[source]
 
     def corpus(self):
         """The corpus index (built or refreshed on first use), or None without --corpus."""

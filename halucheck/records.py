@@ -28,7 +28,7 @@ class Evidence:
         return {"source": self.source, "start": self.start, "end": self.end, "text": self.text}
 
 
-Kind = Literal["knowledge", "calculation", "citation"]
+Kind = Literal["knowledge", "calculation", "citation", "code", "source"]
 
 
 @dataclass(frozen=True)

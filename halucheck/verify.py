@@ -186,11 +186,13 @@ class Cascade(Verifier):
 class Routed(Verifier):
     """Claims of a tool-checkable kind go to their checker (:data:`CHECKERS`), every other claim to ``main``:
     a calculation is evaluated, never judged by a model; code is run against independent solutions in the
-    sandbox (where there is none, with a note, to ``main``). Citations go to their checker only with a
+    sandbox (where there is none, with a note, to ``main``); a corpus document named as the answer's source
+    is looked up in the corpus (``halucheck.sources``). Citations go to their checker only with a
     bibliography (``--bibliography``); without one they go to ``main`` too."""
 
     # claim kind -> (its checker, the option it needs; without it those claims go to ``main``)
-    CHECKERS = {"calculation": ("arith", None), "citation": ("citation", "bibliography"), "code": ("code", None)}
+    CHECKERS = {"calculation": ("arith", None), "citation": ("citation", "bibliography"), "code": ("code", None),
+                "source": ("source", None)}
     OPTIONAL = ("code",)  # a checker that may be unavailable here (no sandbox): its claims go to ``main``
 
     def __init__(self, main: Verifier, options: VerifierOptions | None = None) -> None:
@@ -261,6 +263,7 @@ _REGISTRY: dict[str, str | Callable[[VerifierOptions], Verifier]] = {
     "arith": "halucheck.arith:ArithVerifier",
     "citation": "halucheck.citations:CitationVerifier",
     "code": "halucheck.codecheck:CodeCheck",
+    "source": "halucheck.sources:SourceVerifier",
 }
 
 

@@ -371,3 +371,33 @@ def test_code_in_an_answer_is_run_against_independent_solutions(tmp_path, engine
     assert "return x + 2" in results[0]["answer"][s:e]
     # the prose around the block is checked as usual, and no claim is made of the code's lines
     assert [c["text"] for c in claims if c["verifier"] == "debate"] == ["Here it is:", "It runs in constant time."]
+
+
+def test_a_cited_corpus_document_is_looked_up_and_backs_its_sentence(tmp_path, engine, monkeypatch):
+    from halucheck.retrieval import get_embedder
+
+    monkeypatch.setenv("HALUCHECK_EMBED_MODEL", "fake")  # hash embeddings: no embedding model in this test
+    monkeypatch.setenv("HALUCHECK_HOME", str(tmp_path / "home"))
+    get_embedder.cache_clear()
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "products.md").write_text("# Products\n\nThe AquaProbe 3 runs for 30 hours on one charge.\n")
+    (docs / "history.txt").write_text("A short history\n\nIn 2015 the AquaProbe 3 ran for 30 hours in trials.\n")
+    answers = [{"id": "a", "answer": "The AquaProbe 3 runs for 30 hours (source: products.md). "
+                                     "The AquaProbe 3 ran for 30 hours in 2015. Its case is steel (source: case-spec.pdf)."}]
+    try:
+        summary, results = run(tmp_path, write_input(tmp_path, answers), corpus=docs)
+    finally:
+        get_embedder.cache_clear()
+    claims = results[0]["claims"]
+    sources = {c["text"]: c for c in claims if c["verifier"] == "source"}
+    assert set(sources) == {"products.md", "case-spec.pdf"}
+    assert sources["products.md"]["factuality"] is True and sources["products.md"]["queries"] == []
+    assert sources["case-spec.pdf"]["factuality"] is False and sources["case-spec.pdf"]["error_severity"] == 4
+    assert results[0]["hallucinated"] is True  # the invented source
+    knowledge = {c["text"]: c for c in claims if c["verifier"] == "debate"}
+    cited = knowledge["The AquaProbe 3 runs for 30 hours (source: products.md)."]
+    other = knowledge["The AquaProbe 3 ran for 30 hours in 2015."]
+    # the sentence naming products.md is checked against products.md only; the next one against the corpus
+    assert cited["evidence"] and {e["source"] for e in cited["evidence"]} == {str(docs.resolve() / "products.md")}
+    assert any(e["source"].endswith("history.txt") for e in other["evidence"])

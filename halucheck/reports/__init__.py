@@ -84,7 +84,7 @@ def aggregate(claims: list[ClaimJSON]) -> dict:
     }
 
 
-TOOL_CHECKS = ("arith", "citation")  # deterministic checkers: their P(hallucinated) is not recalibrated
+TOOL_CHECKS = ("arith", "citation", "source")  # deterministic checkers: their P(hallucinated) is not recalibrated
 
 
 def run_calibrator(store: "RunStore"):

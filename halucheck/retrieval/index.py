@@ -186,6 +186,10 @@ class Index:
         """Top-``k`` chunks for one query; see :meth:`search_many`."""
         return self.search_many([query], k, mode)[0]
 
+    def documents(self) -> list[tuple[str, str]]:
+        """Every document as (source, text)."""
+        return self._con.execute("SELECT source, text FROM documents ORDER BY source").fetchall()
+
     def document_text(self, source: str) -> str | None:
         """The text a hit's offsets point into (the file's text, or the extracted text for html/pdf/docx)."""
         row = self._con.execute("SELECT text FROM documents WHERE source = ?", [source]).fetchone()

@@ -1,0 +1,54 @@
+"""Citations of the corpus's own documents: finding them in an answer, resolving names, the check."""
+
+from __future__ import annotations
+
+from halucheck.records import Check, Claim, Evidence
+from halucheck.sources import SourceNames, SourceVerifier, backing_sources, find_sources, name_key, title_of
+
+DOCS = [
+    ("/c/products.md", "# Products\n\nThe AquaProbe 3 runs for 30 hours."),
+    ("/c/guides/setup-guide.txt", "Setting up the AquaProbe\n\nCharge it first."),
+    ("/c/notes.html", "This first line is a long sentence of prose that goes on for far too many words to be a title."),
+]
+
+
+def test_file_names_and_source_notes_are_found_with_their_spans():
+    text = ("The AquaProbe 3 runs for 30 hours (source: products.md). See also [Source: Setting up the AquaProbe]. "
+            "Details are in Q3-report.PDF and at www.example.com/specs.pdf or https://x.org/a.md.\n"
+            "Sources: Warranty terms")
+    refs = find_sources(text)
+    assert [r.name for r in refs] == ["products.md", "Setting up the AquaProbe", "Q3-report.PDF", "Warranty terms"]
+    for r in refs:
+        assert text[r.start:r.end] == r.name
+    assert find_sources("Version 3.5 is out. Email a@b.md or see http://x.io/y.pdf") == []
+    assert find_sources("No sources here, only 3.14 and e.g. a sentence.") == []
+
+
+def test_a_document_answers_to_its_file_name_path_and_title():
+    names = SourceNames(DOCS, root="/c")
+    assert names.resolve("products.md") == names.resolve("Products") == names.resolve("PRODUCTS") == "/c/products.md"
+    assert names.resolve("setup guide") == names.resolve("guides/setup-guide.txt") == "/c/guides/setup-guide.txt"
+    assert names.resolve("Setting up the AquaProbe") == "/c/guides/setup-guide.txt"  # its title
+    assert names.resolve("setup-guide.pdf") == "/c/guides/setup-guide.txt"  # same name, other extension
+    assert names.resolve("notes") == "/c/notes.html"
+    assert names.resolve("warranty-2024.pdf") is None and names.resolve("") is None
+    assert title_of(DOCS[2][1]) is None  # a long first line is prose, not a title
+    assert name_key("Café_Menu-2024.md") == "cafe menu 2024 md"
+
+
+def test_the_sources_a_claim_comes_from_are_those_of_its_sentence():
+    answer = "It runs for 30 hours (source: products.md). It is waterproof. Charge it first, says setup-guide.txt."
+    refs = find_sources(answer)
+    first = answer.index("It runs")
+    second = answer.index("It is waterproof")
+    assert [r.name for r in backing_sources(answer, first, first + 20, refs)] == ["products.md"]
+    assert backing_sources(answer, second, second + 15, refs) == []
+
+
+def test_the_check_reads_whether_the_name_was_found():
+    v = SourceVerifier(None)
+    found = v.verdict(Check(Claim("products.md", kind="source"), (Evidence("# Products", source="/c/products.md"),)))
+    missing = v.verdict(Check(Claim("warranty-2024.pdf", kind="source"), ()))
+    assert found.factuality is True and found.error_severity == 0 and "/c/products.md" in found.chain[0].opinion
+    assert missing.factuality is False and missing.error_severity == 4 and missing.p_hallucinated > 0.9
+    assert "no document" in missing.chain[0].opinion and missing.verifier == "source"
