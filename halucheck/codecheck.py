@@ -74,6 +74,9 @@ if TYPE_CHECKING:
 ROLE = "initial"
 SEVERITY_WRONG = 3  # runs, but returns something other than the reference
 SEVERITY_CRASH = 4  # raises, times out or does not load where the reference has a value
+# Length caps are checked after parsing, not written into the reply schemas: a string bounded as
+# {0,6000} in the schema's regex takes structured-output backends minutes and gigabytes to compile (vLLM's
+# outlines backend timed out at 120 s, then its engine was killed for memory). max_tokens bounds the reply.
 MAX_INPUT_CHARS = 400  # one test input as written by the model
 MAX_CODE_CHARS = 6000  # one solution
 MAX_SHOWN = 80  # characters of a value or a call in the trace
@@ -475,13 +478,13 @@ class CodeCheck(Verifier):
     def _tests_request(self, work: _Task) -> Request:
         schema = {"type": "object", "additionalProperties": False, "required": ["inputs"], "properties": {
             "inputs": {"type": "array", "minItems": 1, "maxItems": self.tests,
-                       "items": {"type": "string", "maxLength": MAX_INPUT_CHARS}}}}
+                       "items": {"type": "string"}}}}
         return Request(messages=self._messages("tests", work), schema=schema,
                        sampling=SamplingParams(temperature=0.0, max_tokens=self.tests_tokens), tag="code:tests")
 
     def _solution_requests(self, work: _Task) -> list[Request]:
         schema = {"type": "object", "additionalProperties": False, "required": ["code"], "properties": {
-            "code": {"type": "string", "maxLength": MAX_CODE_CHARS}}}
+            "code": {"type": "string"}}}
         base = SamplingParams(temperature=max(self.options.sample_temperature, 1e-3), max_tokens=self.solution_tokens)
         # seeds far apart: a retry adds its attempt number to the seed, and must not repeat another solution
         return [Request(messages=self._messages("solution", work), schema=schema,
@@ -565,9 +568,11 @@ class CodeCheck(Verifier):
         work.solutions, work.solution_errors = [], []
         for res in solutions:
             code = res.parsed.get("code") if res.ok and isinstance(res.parsed, dict) else None
-            if not isinstance(code, str) or not code.strip():
+            if not isinstance(code, str) or not code.strip() or len(code) > MAX_CODE_CHARS:
+                why = f"longer than {MAX_CODE_CHARS} characters" if isinstance(code, str) and code.strip() else \
+                    res.error or "no code"
                 work.solutions.append(None)
-                work.solution_errors.append(f"invalid reply ({res.error or 'no code'})")
+                work.solution_errors.append(f"invalid reply ({why})")
                 continue
             program = program_of(work.task, code, work.entry)
             broken = syntax_error(program)

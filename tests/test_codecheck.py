@@ -397,3 +397,18 @@ def test_factool_code_items_run_as_written(tmp_path, monkeypatch):
     assert [v.factuality for v in verdicts] == [True, False, True, False, False, True]
     assert [v.error_severity for v in verdicts] == [0, 3, 0, 3, 4, 0]  # the helper-only answer returns None
     assert [v.factuality is not None for v in verdicts] == [True] * 6
+
+
+def test_reply_schemas_bound_no_string_length():
+    """A long string bound in a schema ({0,6000} in its regex) takes structured-output backends minutes and
+    gigabytes to compile; the caps are checked after parsing instead: an over-long solution is not used."""
+    long_solution = "def count_up(n):\n    return list(range(1, n + 1))\n" + "# pad\n" * 2000
+    engine = FakeEngine(responder=lambda r: {"inputs": ["3", "0"]} if r.tag == "code:tests"
+                       else {"code": long_solution if r.sampling.seed // codecheck.SEED_STEP == 1 else SOLUTIONS[1]})
+    verifier = get_verifier("code")
+    task = codecheck._Task(COUNT_UP, "count_up", "count_up(n: int)", program="", setup=None, requests=[])
+    for request in (verifier._tests_request(task), *verifier._solution_requests(task)):
+        assert "maxLength" not in json.dumps(request.schema)
+    if UNAVAILABLE is None:
+        [v] = verifier.verify([code_claim(RIGHT)], pool_with(engine))
+        assert v.factuality is True and "longer than 6000 characters" in v.chain[0].opinion, v.chain[0].opinion
