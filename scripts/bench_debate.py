@@ -43,7 +43,8 @@ Engines (``--engine``):
 
 ``transformers --compare-prefix-reuse``
     The same N claims debated by the Scheduler twice in one process, the engine's prefix KV reuse off,
-    then on (``halucheck.engines.prefix_cache``); greedy. Prints prompt tokens actually prefilled,
+    then on (``halucheck.engines.prefix_cache``); each role's sampling from models.yaml (greedy, with its
+    repetition controls and max_tokens), as ``halucheck run`` debates. Prints prompt tokens actually prefilled,
     claims/s, peak RSS of each run (sampled from /proc every 0.1 s) and the cache's peak size, and
     whether every generated token id matched. The JSON line holds ``prefill_ratio`` (prefilled with
     reuse / without), ``wall_speedup`` (claims/s with / without) and ``identical``.
@@ -473,10 +474,10 @@ def bench_transformers(args) -> dict:
     engine.generate([Request(messages=({"role": "user", "content": "Say hi."},),
                              sampling=SamplingParams(max_tokens=2))])
     print(f"model load + warm-up: {time.perf_counter() - t0:.1f} s", flush=True)
-    if args.compare_prefix_reuse:
-        out = {"engine": "transformers", "profile": args.profile, "claims": n, "max_tokens": args.max_tokens,
+    if args.compare_prefix_reuse:  # each role's sampling as models.yaml sets it, as `halucheck run` debates
+        out = {"engine": "transformers", "profile": args.profile, "claims": n, "sampling": "models.yaml",
                "min_rounds": cfg.min_rounds, "max_rounds": cfg.max_rounds,
-               **compare_prefix_reuse(args, engine, agents, cfg, jobs, n)}
+               **compare_prefix_reuse(args, engine, Agents(engines), cfg, jobs, n)}
         engines.close()
         return out
 
