@@ -229,7 +229,7 @@ def test_unknown_verifier_suggests_a_name():
     with pytest.raises(ConfigError, match="Did you mean 'selfcheck'"):
         get_verifier("selfchek")
     assert set(VERIFIERS) == {"debate", "selfcheck", "selfcheck-3shot", "judge-likert", "prometheus", "lynx",
-                              "consistency", "collab-cal", "nli", "arith", "citation", "code"}
+                              "consistency", "collab-cal", "nli", "arith", "citation", "code", "source"}
 
 
 # ---------------------------------------------------------------- nli
