@@ -127,6 +127,8 @@ class Pipeline:
         self.store = RunStore(opts.out / "run.duckdb", restart=restart)
         self.engines = EnginePool(settings, wrappers=(lambda engine: CachingEngine(engine, self.store),))
         self._corpus = None
+        self._source_names = None  # corpus document names (halucheck.sources), built on first use
+        self._doc_index: tuple[str, object] | None = None  # the passages of the last cited document
         self.calibrate()
 
     def calibrate(self) -> None:
@@ -262,7 +264,7 @@ class Pipeline:
         if self.opts.bibliography is not None:  # looked up in the bibliography, not searched for
             self.store.mark_evidence_done(kind="citation")
         by_idx = dict(items)
-        self.look_up_sources(by_idx)
+        self.look_up_sources()
         rows = self.store.query(
             "SELECT c.claim_id, c.item_idx, c.text, c.question, c.span_start, c.span_end FROM claims c "
             "WHERE NOT c.evidence_done ORDER BY c.item_idx, c.ordinal")
@@ -318,20 +320,21 @@ class Pipeline:
 
     def source_names(self):
         """Which corpus document each name refers to (``halucheck.sources``); None without a corpus."""
-        if getattr(self, "_source_names", None) is None and self.corpus() is not None:
+        if self._source_names is None and self.corpus() is not None:
             from halucheck.sources import SourceNames
 
             self._source_names = SourceNames.of_index(self.corpus(), root=self.opts.corpus.resolve())
-        return getattr(self, "_source_names", None)
+        return self._source_names
 
-    def look_up_sources(self, by_idx: dict) -> None:
+    def look_up_sources(self) -> None:
         """Claims of kind ``source`` (a document the answer names): the document's opening passage as
         evidence when the corpus has it, none when it does not (the source check reads that)."""
         rows = self.store.query("SELECT claim_id, text FROM claims WHERE NOT evidence_done AND kind = 'source'")
-        names = self.source_names() if rows else None
         if not rows:
             return
         from halucheck.records import Evidence
+
+        names = self.source_names()
 
         done = []
         for cid, name in rows:
@@ -365,11 +368,10 @@ class Pipeline:
         """Passages of one corpus document, searchable (kept for the claims that cite it)."""
         from halucheck import retrieval
 
-        cache = self.__dict__.setdefault("_doc_indexes", {})
-        if source not in cache:
-            cache.clear()  # claims come in answer order: one cited document at a time is enough
-            cache[source] = retrieval.PassageIndex.from_text(self.corpus().document_text(source) or "", source=source)
-        return cache[source]
+        if self._doc_index is None or self._doc_index[0] != source:  # claims come in answer order: one at a time
+            text = self.corpus().document_text(source) or ""
+            self._doc_index = (source, retrieval.PassageIndex.from_text(text, source=source))
+        return self._doc_index[1]
 
     def corpus(self):
         """The corpus index (built or refreshed on first use), or None without --corpus."""

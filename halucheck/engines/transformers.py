@@ -325,7 +325,6 @@ class TransformersEngine(Engine):
     def _batch_cache(self, cached: list[tuple[Any, int]], width: int) -> Any:
         """One DynamicCache for the chunk: each row's cached keys and values right-aligned in ``width``
         positions (zeros before them, which the attention mask hides)."""
-        import torch
         from transformers import DynamicCache
 
         some = next(entry for entry, _ in cached if entry is not None)
