@@ -211,20 +211,30 @@ def _factool_claims(root: Path) -> Iterator[EvalItem]:
             )
 
 
-def _factool_responses(root: Path) -> Iterator[EvalItem]:
-    for pos, r in enumerate(_jsonl(_folder(root, "factool") / "knowledge_qa.jsonl")):
-        claims = _maybe_literal(r["claims"])
-        yield EvalItem(
-            id=f"factool-qa-response:{pos}",
-            dataset="factool-qa-response",
-            claim=r["response"],
-            label=not r["label"],
-            group=f"factool-qa-response:{pos}",
-            position=pos,
-            question=r["prompt"],
-            response=r["response"],
-            meta={"claims": [c["claim"] for c in claims], "claim_labels": [c["label"] for c in claims]},
-        )
+def _factool_responses(file: str, name: str, meta_of: Callable[[dict], dict]) -> Callable[[Path], Iterator[EvalItem]]:
+    """A FacTool set at response level: each record of ``file`` is one item, its whole response the claim
+    (hallucinated when FacTool labels the response false); ``meta_of(record)`` gives what its verifiers read."""
+
+    def load(root: Path) -> Iterator[EvalItem]:
+        for pos, r in enumerate(_jsonl(_folder(root, "factool") / file)):
+            yield EvalItem(
+                id=f"{name}:{pos}",
+                dataset=name,
+                claim=r["response"],
+                label=not r["label"],
+                group=f"{name}:{pos}",
+                position=pos,
+                question=r["prompt"],
+                response=r["response"],
+                meta=meta_of(r),
+            )
+
+    return load
+
+
+def _qa_response_meta(r: dict) -> dict:
+    claims = _maybe_literal(r["claims"])
+    return {"claims": [c["claim"] for c in claims], "claim_labels": [c["label"] for c in claims]}
 
 
 def _factool_math_claims(root: Path) -> Iterator[EvalItem]:
@@ -244,23 +254,12 @@ def _factool_math_claims(root: Path) -> Iterator[EvalItem]:
             )
 
 
-def _factool_math_responses(root: Path) -> Iterator[EvalItem]:
-    for pos, r in enumerate(_jsonl(_folder(root, "factool") / "math.jsonl")):
-        claims = _maybe_literal(r["claims"])
-        yield EvalItem(
-            id=f"factool-math-response:{pos}",
-            dataset="factool-math-response",
-            claim=r["response"],
-            label=not r["label"],
-            group=f"factool-math-response:{pos}",
-            position=pos,
-            question=r["prompt"],
-            response=r["response"],
-            # never "expression"/"claimed": the arith verifier would check those instead of the text
-            meta={"calculations": [[c["claim"]["math_calculation"], c["claim"]["calculated_answer"]] for c in claims],
-                  "claim_labels": [c["label"] if isinstance(c["label"], bool) else None for c in claims],
-                  "answer": r.get("answer")},
-        )
+def _math_response_meta(r: dict) -> dict:
+    claims = _maybe_literal(r["claims"])
+    # never "expression"/"claimed": the arith verifier would check those instead of the text
+    return {"calculations": [[c["claim"]["math_calculation"], c["claim"]["calculated_answer"]] for c in claims],
+            "claim_labels": [c["label"] if isinstance(c["label"], bool) else None for c in claims],
+            "answer": r.get("answer")}
 
 
 def _sci_fields(c: dict) -> dict:
@@ -289,20 +288,9 @@ def _factool_sci_claims(root: Path) -> Iterator[EvalItem]:
             )
 
 
-def _factool_sci_responses(root: Path) -> Iterator[EvalItem]:
-    for pos, r in enumerate(_jsonl(_folder(root, "factool") / "scientific.jsonl")):
-        claims = [c for c in _maybe_literal(r["claims"]) if isinstance(c.get("label"), bool)]
-        yield EvalItem(
-            id=f"factool-sci-response:{pos}",
-            dataset="factool-sci-response",
-            claim=r["response"],
-            label=not r["label"],
-            group=f"factool-sci-response:{pos}",
-            position=pos,
-            question=r["prompt"],
-            response=r["response"],
-            meta={"citations": [_sci_fields(c) for c in claims], "claim_labels": [c["label"] for c in claims]},
-        )
+def _sci_response_meta(r: dict) -> dict:
+    claims = [c for c in _maybe_literal(r["claims"]) if isinstance(c.get("label"), bool)]
+    return {"citations": [_sci_fields(c) for c in claims], "claim_labels": [c["label"] for c in claims]}
 
 
 def _factool_code(root: Path) -> Iterator[EvalItem]:
@@ -497,11 +485,11 @@ def _truthfulqa(root: Path) -> Iterator[EvalItem]:
 
 DATASETS: dict[str, Callable[[Path], Iterator[EvalItem]]] = {
     "factool-qa": _factool_claims,
-    "factool-qa-response": _factool_responses,
+    "factool-qa-response": _factool_responses("knowledge_qa.jsonl", "factool-qa-response", _qa_response_meta),
     "factool-math": _factool_math_claims,
-    "factool-math-response": _factool_math_responses,
+    "factool-math-response": _factool_responses("math.jsonl", "factool-math-response", _math_response_meta),
     "factool-sci": _factool_sci_claims,
-    "factool-sci-response": _factool_sci_responses,
+    "factool-sci-response": _factool_responses("scientific.jsonl", "factool-sci-response", _sci_response_meta),
     "factool-code": _factool_code,
     "factcheck-gpt": _factcheck_gpt,
     "wice": _wice,
