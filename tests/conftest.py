@@ -28,3 +28,19 @@ def _isolated_env(monkeypatch, tmp_path_factory):
         # converted weights are reused across tests; everything else goes to tmp dirs
         monkeypatch.setenv("HALUCHECK_HOME", str(Path.home() / ".cache" / "halucheck"))
     yield
+
+
+@pytest.fixture
+def toy_sets(monkeypatch):
+    """Every named set is six toy items with 15 passages each (labels alternate); 50 bootstrap resamples
+    (the intervals' arithmetic is tested in test_eval_metrics)."""
+    from halucheck.evaluation import EvalItem, harness
+
+    def fake_load(name, split="dev", limit=None):
+        its = [EvalItem(id=f"{name}:{i}", dataset=name, claim=f"{name} claim {i}", label=i % 2 == 0,
+                        group=f"{name}:{i}", position=i, evidence=[f"passage {j}" for j in range(15)])
+               for i in range(6)]
+        return its[:limit] if limit else its
+
+    monkeypatch.setattr(harness, "load", fake_load)
+    monkeypatch.setattr(harness, "N_BOOT", 50)

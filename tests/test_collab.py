@@ -15,7 +15,6 @@ from halucheck.config import Settings
 from halucheck.engines import register
 from halucheck.engines.fake import FakeEngine
 from halucheck.engines.pool import EnginePool
-from halucheck.evaluation import EvalItem, harness
 from halucheck.prompts import load as load_prompts
 from halucheck.records import Check, Claim, Evidence
 from halucheck.verify import VerifierOptions, get_verifier
@@ -289,18 +288,6 @@ profiles:
     engine: fake
     reply: {factuality: false, confidence: 90, reasoning: "Passage 1 contradicts it."}
 """
-
-
-@pytest.fixture
-def toy_sets(monkeypatch):
-    def fake_load(name, split="dev", limit=None):
-        its = [EvalItem(id=f"{name}:{i}", dataset=name, claim=f"{name} claim {i}", label=i % 2 == 0,
-                        group=f"{name}:{i}", position=i, evidence=[f"passage {j}" for j in range(15)])
-               for i in range(6)]
-        return its[:limit] if limit else its
-
-    monkeypatch.setattr(harness, "load", fake_load)
-    monkeypatch.setattr(harness, "N_BOOT", 50)
 
 
 def test_cli_eval_collab_cal(tmp_path, toy_sets):

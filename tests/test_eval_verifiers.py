@@ -266,18 +266,6 @@ def test_nli_without_a_model_says_how_to_get_one():
 # ---------------------------------------------------------------- harness
 
 
-@pytest.fixture
-def toy_sets(monkeypatch):
-    def fake_load(name, split="dev", limit=None):
-        its = [EvalItem(id=f"{name}:{i}", dataset=name, claim=f"{name} claim {i}", label=i % 2 == 0,
-                        group=f"{name}:{i}", position=i, evidence=[f"passage {j}" for j in range(15)])
-               for i in range(6)]
-        return its[:limit] if limit else its
-
-    monkeypatch.setattr(harness, "load", fake_load)
-    monkeypatch.setattr(harness, "N_BOOT", 50)  # the intervals' arithmetic is tested in test_eval_metrics
-
-
 def test_harness_writes_predictions_metrics_and_cost(tmp_path, toy_sets):
     eng = FakeEngine()
     eng.enqueue(*[{"explanation": "e", "score": s} for s in (1, 5, 2, 4, 3, 5, 1, 1)])
