@@ -251,3 +251,39 @@ def test_compare_table(tmp_path):
 def test_compare_missing_run_dir(tmp_path):
     with pytest.raises(InputError, match="metrics.json"):
         compare([tmp_path / "nope"])
+
+
+def test_calibration_effect_against_a_reference_computation():
+    from halucheck.evaluation.metrics import calibration_effect
+
+    rng = np.random.default_rng(3)
+    n = 120
+    y = rng.random(n) < 0.4
+    raw = np.clip(np.where(y, 0.55, 0.25) + rng.normal(0, 0.2, n), 0, 1)
+    cal = raw ** 3  # strictly increasing: the ranking, hence AUROC, cannot move
+    words = rng.integers(1, 4, n)
+    groups = [f"g{i // 2}" for i in range(n)]
+    out = calibration_effect(y, raw, cal, groups=groups, lengths=words, n_boot=200)
+    assert out["n"] == n
+
+    def ece_ref(s):  # 10 equal-width bins, the last one closed
+        b = np.minimum((s * 10).astype(int), 9)
+        return sum((b == k).sum() / n * abs(y[b == k].mean() - s[b == k].mean()) for k in range(10) if (b == k).any())
+
+    for side, s in (("before", raw), ("after", cal)):
+        cells = out[side]
+        assert cells["ece"]["value"] == pytest.approx(ece_ref(s))
+        assert cells["brier"]["value"] == pytest.approx(float(np.mean((s - y) ** 2)))
+        pos, neg = s[y], s[~y]
+        ref = np.mean([(a > b) + 0.5 * (a == b) for a in pos for b in neg])
+        assert cells["auroc"]["value"] == pytest.approx(ref)
+        assert cells["length_matched_auroc"]["value"] == pytest.approx(stratified_auroc(y, s, words)[0])
+        for cell in cells.values():
+            assert cell["ci_low"] <= cell["value"] <= cell["ci_high"]
+    assert out["after"]["auroc"]["value"] == pytest.approx(out["before"]["auroc"]["value"])
+    assert out["after"]["ece"]["value"] != pytest.approx(out["before"]["ece"]["value"])
+    # the same resamples on both sides: an identity map gives identical intervals
+    same = calibration_effect(y, raw, raw, groups=groups, n_boot=50)
+    assert same["before"] == same["after"] and "length_matched_auroc" not in same["before"]
+    with pytest.raises(ValueError):
+        calibration_effect(y, raw, cal[:-1])

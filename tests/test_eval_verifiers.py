@@ -428,8 +428,10 @@ def test_calibrate_then_eval_reports_before_and_after(tmp_path, monkeypatch, toy
     assert r.exit_code == 0, r.output
     m = json.loads((tmp_path / "ev" / "metrics.json").read_text())
     after = m["calibration"]["results"]["c"]
-    assert m["calibration"]["calibrated"] and after["ece_after"] < after["ece_before"]
-    assert after["brier_after"] < after["brier_before"]
+    assert m["calibration"]["calibrated"]
+    assert after["after"]["ece"]["value"] < after["before"]["ece"]["value"]
+    assert after["after"]["brier"]["value"] < after["before"]["brier"]["value"]
+    assert "ECE before | ECE after" in r.stdout and "fitted on a, b (dev)" in r.stdout
     # a calibrator is never applied to another model
     cfg.write_text("default_profile: j\nprofiles:\n  j: {engine: likert-judge, model: m2}\n")
     r = runner.invoke(app, ["eval", "-d", "c", "-v", "judge-likert", "--config", str(cfg), "-o", str(tmp_path / "ev2")])

@@ -26,8 +26,8 @@ from typing import TYPE_CHECKING, Callable, Sequence
 from halucheck.engines.base import Engine, Request, Result, WrappedEngine
 from halucheck.errors import InputError
 from halucheck.evaluation.datasets import EvalItem, load
-from halucheck.evaluation.metrics import N_BOOT
-from halucheck.evaluation.report import METRICS_FILE, RunCost, write_run
+from halucheck.evaluation.metrics import N_BOOT, calibration_effect
+from halucheck.evaluation.report import LENGTH_CONTROLLED_SETS, METRICS_FILE, RunCost, write_run
 from halucheck.evaluation.userdata import UserData
 from halucheck.evaluation.verifiers import VerifierOptions, get_verifier
 
@@ -226,7 +226,8 @@ def run_eval(
         **({"profile": profile.name, "engine": profile.engine, "model": profile.model} if profile else {}),
         **v.describe(),
     }
-    metrics["calibration"] = calibration_report(cal, v.name, profile, items, preds, Path(out))
+    metrics["calibration"] = calibration_report(cal, v.name, profile, items, preds, Path(out),
+                                                n_boot=N_BOOT if n_boot is None else n_boot)
     path = Path(out) / METRICS_FILE
     path.write_text(json.dumps(metrics, indent=2, ensure_ascii=False, allow_nan=False) + "\n", encoding="utf-8")
     return EvalResult(Path(out), metrics, len(items))
@@ -258,9 +259,12 @@ def dataset_bibliography(datasets: Sequence[str], verifier: str, options: Verifi
     return replace(options or VerifierOptions(), bibliography=str(path))
 
 
-def calibration_report(cal, verifier: str, profile, items: Sequence[EvalItem], preds, out: Path) -> dict:
-    """ECE and Brier per dataset before and after ``cal``, the calibrator fitted for this verifier and
-    profile (`halucheck calibrate`; None: "uncalibrated"), and ``reliability.svg`` in ``out``."""
+def calibration_report(cal, verifier: str, profile, items: Sequence[EvalItem], preds, out: Path,
+                       n_boot: int = N_BOOT) -> dict:
+    """ECE, Brier and AUROC per dataset before and after ``cal``, the calibrator fitted for this verifier
+    and profile (`halucheck calibrate`; None: "uncalibrated"), with bootstrap intervals
+    (:func:`~halucheck.evaluation.metrics.calibration_effect`; HaluEval QA also gets its length-matched
+    AUROC), and ``reliability.svg`` in ``out``."""
     from halucheck import calibration
 
     scored = [(p.score, it) for p, it in zip(preds, items) if p.score is not None]
@@ -276,11 +280,11 @@ def calibration_report(cal, verifier: str, profile, items: Sequence[EvalItem], p
     per_set = {}
     for ds in dict.fromkeys(it.dataset for _, it in scored):
         idx = [i for i, (_, it) in enumerate(scored) if it.dataset == ds]
-        y = [labels[i] for i in idx]
-        r, c = [raw[i] for i in idx], [after[i] for i in idx]
-        per_set[ds] = {"ece_before": calibration.expected_calibration_error(r, y),
-                       "ece_after": calibration.expected_calibration_error(c, y),
-                       "brier_before": calibration.brier_score(r, y), "brier_after": calibration.brier_score(c, y)}
+        its = [scored[i][1] for i in idx]
+        lengths = ([it.meta["answer_words"] for it in its]
+                   if ds in LENGTH_CONTROLLED_SETS and all("answer_words" in it.meta for it in its) else None)
+        per_set[ds] = calibration_effect([labels[i] for i in idx], [raw[i] for i in idx], [after[i] for i in idx],
+                                         groups=[it.group or it.id for it in its], lengths=lengths, n_boot=n_boot)
     return {"calibrated": True, "calibrator": cal.summary(), "fitted_on": [*cal.datasets, *cal.files],
             "split": cal.split, "results": per_set}
 

@@ -273,6 +273,59 @@ def length_controlled(
     }
 
 
+# ---------------------------------------------------------------- calibration before / after
+
+CALIBRATION_METRICS = ("ece", "brier", "auroc")
+"""What :func:`calibration_effect` compares: calibration error, and that the ranking is kept."""
+
+
+def calibration_effect(
+    labels: Sequence[bool],
+    raw: Sequence[float],
+    calibrated: Sequence[float],
+    groups: Sequence | None = None,
+    lengths: Sequence[int] | None = None,
+    n_boot: int = N_BOOT,
+    seed: int = SEED,
+    ci: float = CI,
+) -> dict:
+    """ECE, Brier and AUROC of the raw and of the calibrated P(hallucinated) of the same items, each
+    with a bootstrap interval over the same resamples (whole ``groups`` at a time). With ``lengths``
+    (answer word counts, HaluEval QA) also the length-matched AUROC (:func:`stratified_auroc`).
+
+    A monotone calibrator cannot raise AUROC; isotonic regression can lower it by merging scores into
+    ties, which is why AUROC is reported on both sides.
+
+    Returns ``{"n", "before": {name: cell}, "after": {name: cell}}`` with cells as in
+    :func:`compute_metrics` (``value``, ``ci_low``, ``ci_high``, ``higher_is_better``).
+    """
+    y, _, before = _as_arrays(labels, labels, raw)
+    after = np.asarray(calibrated, dtype=float)
+    if after.shape != before.shape:
+        raise ValueError(f"raw and calibrated scores differ in length: {before.size} and {after.size}")
+    n_words = None if lengths is None else np.asarray(lengths, dtype=int)
+    names = [*CALIBRATION_METRICS, *(["length_matched_auroc"] if n_words is not None else [])]
+
+    def value(name: str, s: np.ndarray, i) -> float:
+        if name == "length_matched_auroc":
+            return stratified_auroc(y[i], s[i], n_words[i])[0]
+        return METRICS[name].fn(y[i], y[i], s[i])
+
+    everything = np.arange(y.size)
+    boots = bootstrap_indices(y.size, groups, n_boot, seed) if (n_boot and y.size) else []
+    out: dict = {"n": int(y.size)}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # one-class resamples: NaN by convention
+        for side, s in (("before", before), ("after", after)):
+            cells = {}
+            for name in names:
+                lo, hi = percentile_ci([value(name, s, i) for i in boots], ci) if boots else (math.nan, math.nan)
+                cells[name] = {"value": float(value(name, s, everything)), "ci_low": lo, "ci_high": hi,
+                               "higher_is_better": name not in ("ece", "brier")}
+            out[side] = cells
+    return out
+
+
 __all__ = [
     "CI",
     "ECE_BINS",
@@ -281,7 +334,9 @@ __all__ = [
     "Metric",
     "N_BOOT",
     "SEED",
+    "CALIBRATION_METRICS",
     "bootstrap_indices",
+    "calibration_effect",
     "compute_metrics",
     "ece",
     "length_controlled",

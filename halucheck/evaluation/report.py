@@ -17,7 +17,11 @@ hallucination in [0, 1]. ``prediction``/``score`` are null when the verifier gav
      "wall_time_s"}, "bootstrap": {"n_boot", "seed", "ci", "resample"},
      "results": {"<dataset>": {"n", "n_positive", "n_missing",
                                "metrics": {"<name>": {"value", "ci_low", "ci_high", "higher_is_better"}},
-                               "length_controlled": {...}}}}   # HaluEval QA sets only
+                               "length_controlled": {...}}},   # HaluEval QA sets only
+     "calibration": {"calibrated": false} | {"calibrated": true, "calibrator", "fitted_on", "split",
+                     "results": {"<dataset>": {"n", "before": {"ece" | "brier" | "auroc"
+                                                                [| "length_matched_auroc"]: {...}},
+                                                      "after": {...}}}}}
 
 Items without a prediction are left out of the metrics and counted in ``n_missing`` (shown in the
 comparison table), so a verifier that fails often is visible rather than silently penalised or
@@ -295,7 +299,30 @@ def compare(dirs: Sequence[str | os.PathLike], common: bool = False) -> str:
                 f"| {n} | {ds} | {_cell(lc.get('length_matched_auroc'))} | {lc.get('matched_pairs', 0)} | "
                 f"{lc.get('matched_items', 0)} | {_fmt(lc.get('length_only_auroc'))} |"
             )
+    lines += _calibration_table([(d, read_run(d)) for d in dirs])
     return "\n".join(lines) + "\n"
+
+
+def _calibration_table(runs: list[tuple[str | os.PathLike, Mapping]]) -> list[str]:
+    """The rows of the runs made with a stored calibrator: each metric before -> after, with intervals."""
+    cal_runs = [(d, run) for d, run in runs if (run.get("calibration") or {}).get("calibrated")]
+    if not cal_runs:
+        return []
+    lines = ["", "Calibration: P(hallucinated) before and after the stored calibrator "
+                 "(`halucheck calibrate`; AUROC is reported to show the ranking is kept).", ""]
+    for d, run in cal_runs:
+        cal = run["calibration"]
+        lines.append(f"- {run.get('verifier') or Path(d).name}: {cal.get('calibrator', '')}; fitted on "
+                     f"{', '.join(cal.get('fitted_on', []))} ({cal.get('split', '')})")
+    lines += ["", "| verifier | dataset | n | ECE before | ECE after | Brier before | Brier after | AUROC before | "
+                  "AUROC after | length-matched AUROC before | length-matched AUROC after |", "|" + "---|" * 11]
+    for d, run in cal_runs:
+        for ds, res in run["calibration"].get("results", {}).items():
+            cells = [run.get("verifier") or Path(d).name, ds, str(res.get("n", ""))]
+            for m in ("ece", "brier", "auroc", "length_matched_auroc"):
+                cells += [_cell(res.get("before", {}).get(m)), _cell(res.get("after", {}).get(m))]
+            lines.append("| " + " | ".join(cells) + " |")
+    return lines
 
 
 __all__ = [
