@@ -469,6 +469,12 @@ class Calibrator:
         return (f"{head}; ECE {_f(self.ece_before)} -> {_f(self.ece_after)} on {self.n} items "
                 f"({self.positives} hallucinated); threshold {self.threshold:.3f}; {band}")
 
+    def describe(self) -> str:
+        """What a user's output says about the P(hallucinated) it shows: which map, fitted on what."""
+        fitted = ", ".join([*self.datasets, *self.files]) or "labelled data"
+        return (f"calibrated: {self.method} map for {self.verifier}/{self.profile or '-'} fitted on {fitted} "
+                f"({self.split or 'all'}, {self.n} items; ECE {_f(self.ece_before)} -> {_f(self.ece_after)} there)")
+
     # ---- JSON
 
     def to_dict(self) -> dict:
@@ -663,6 +669,16 @@ def fit(
     )
 
 
+UNCALIBRATED = ("uncalibrated: P(hallucinated) is the verifier's own (fit a calibrator on labelled data with "
+                "`halucheck calibrate -d DATASET -v VERIFIER -p PROFILE`)")
+"""What an output made without a calibrator says about its P(hallucinated)."""
+
+
+def describe(calibrator: Calibrator | None) -> str:
+    """:meth:`Calibrator.describe`, or :data:`UNCALIBRATED`."""
+    return calibrator.describe() if calibrator is not None else UNCALIBRATED
+
+
 # ---------------------------------------------------------------- storage
 
 
@@ -845,12 +861,14 @@ __all__ = [
     "METHODS",
     "MIN_ACCURACY",
     "MIN_ITEMS",
+    "UNCALIBRATED",
     "band_for",
     "bin_index",
     "brier_score",
     "calibration_dir",
     "calibration_path",
     "choose_threshold",
+    "describe",
     "expected_calibration_error",
     "fit",
     "load",

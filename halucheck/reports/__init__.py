@@ -263,13 +263,9 @@ def summarize(results: list[ResultJSON], store: "RunStore", since=None) -> dict:
 
 
 def _calibration_line(store: "RunStore") -> str:
-    cal = run_calibrator(store)
-    if cal is None:
-        return ("uncalibrated: P(hallucinated) is the verifier's own (fit a calibrator on labelled data with "
-                "`halucheck calibrate -d DATASET -v VERIFIER -p PROFILE`)")
-    fitted = ", ".join([*cal.datasets, *cal.files]) or "labelled data"
-    return (f"calibrated: {cal.method} map for {cal.verifier}/{cal.profile or '-'} fitted on {fitted} "
-            f"({cal.split or 'all'}, {cal.n} items; ECE {cal.ece_before:.3f} -> {cal.ece_after:.3f} there)")
+    from halucheck.calibration import describe
+
+    return describe(run_calibrator(store))
 
 
 def write_html(out_dir: Path, results: list[ResultJSON], store: "RunStore") -> Path:
