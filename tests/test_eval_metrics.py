@@ -287,3 +287,21 @@ def test_calibration_effect_against_a_reference_computation():
     assert same["before"] == same["after"] and "length_matched_auroc" not in same["before"]
     with pytest.raises(ValueError):
         calibration_effect(y, raw, cal[:-1])
+
+
+def test_calibration_report_writes_undefined_values_as_null(tmp_path):
+    from halucheck import calibration
+    from halucheck.evaluation.harness import calibration_report
+
+    # HaluEval QA items whose answer lengths never match across the classes: no length-matched pair
+    items = [EvalItem(id=f"q{i}", dataset="halueval-qa", claim="c", label=i % 2 == 0, group=f"q{i}", position=i,
+                      meta={"answer_words": 1 if i % 2 == 0 else 7}) for i in range(20)]
+    preds = [Prediction(prediction=i % 3 == 0, score=0.9 if i % 3 == 0 else 0.2) for i in range(20)]
+    cal = calibration.fit([p.score for p in preds], [it.label for it in items], methods=["platt"], verifier="v",
+                          split="dev")
+    rep = calibration_report(cal, "v", None, items, preds, tmp_path, n_boot=20)
+    cells = rep["results"]["halueval-qa"]
+    assert cells["before"]["length_matched_auroc"]["value"] is None
+    assert cells["after"]["auroc"]["value"] == pytest.approx(cells["before"]["auroc"]["value"])
+    json.dumps(rep, allow_nan=False)  # what metrics.json needs
+    assert (tmp_path / "reliability.svg").is_file()
