@@ -89,6 +89,14 @@ MIGRATIONS: list[tuple[str, str]] = [
         ALTER TABLE claims ADD COLUMN kind VARCHAR DEFAULT 'knowledge';
         """,
     ),
+    (
+        # a cached reply keeps its token log-probabilities (JSON [[token, logprob], ...]; NULL: none were
+        # asked for, or the reply was cached before this column): a replayed verdict keeps its score
+        "006_cache_logprobs",
+        """
+        ALTER TABLE llm_cache ADD COLUMN logprobs VARCHAR;
+        """,
+    ),
 ]
 
 MIGRATIONS_TABLE = "migrations"  # where applied migrations are recorded
@@ -253,12 +261,13 @@ class RunStore:
         with self.lock:
             pending = {k: self._pending_cache[k][2:] for k in keys if k in self._pending_cache}
         rows = self.query(
-            "SELECT key, text, parsed, prompt_tokens, completion_tokens, cached_tokens, attempts, latency_s "
+            "SELECT key, text, parsed, prompt_tokens, completion_tokens, cached_tokens, attempts, latency_s, logprobs "
             "FROM llm_cache WHERE key IN (SELECT unnest(?))", [[k for k in keys if k not in pending]])
         return {**{r[0]: r[1:] for r in rows}, **pending}
 
     def cache_put(self, rows: list[tuple], defer: bool = False) -> None:
-        """rows: (key, tag, text, parsed, prompt_tokens, completion_tokens, cached_tokens, attempts, latency_s).
+        """rows: (key, tag, text, parsed, prompt_tokens, completion_tokens, cached_tokens, attempts, latency_s,
+        logprobs), ``logprobs`` a JSON list of [token, logprob] pairs or None.
 
         ``defer``: the rows join the next transaction instead of one of their own (a commit costs
         milliseconds; replies that came back fast are cheaper to ask again after a kill than to commit
@@ -429,7 +438,7 @@ class RunStore:
 
 
 CACHE_COLUMNS = ("key", "tag", "text", "parsed", "prompt_tokens", "completion_tokens", "cached_tokens", "attempts",
-                 "latency_s")
+                 "latency_s", "logprobs")
 TURN_COLUMNS = ("claim_id", "ordinal", "state", "role", "opinion", "factuality", "error_severity", "error",
                 "prompt_tokens", "completion_tokens", "cached_tokens", "latency_s", "p_factual", "capped", "repaired",
                 "verifier")

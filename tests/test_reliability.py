@@ -598,3 +598,29 @@ def test_kill_9_at_any_point_resumes_to_identical_results(tmp_path):
     assert snapshots == sorted(snapshots)  # a kill never undoes finished work
     assert kills >= 5
     assert (tmp_path / "out" / "results.jsonl").read_text() == reference
+
+
+def test_a_replayed_reply_keeps_its_token_logprobs(tmp_path):
+    """A verdict scored from token probabilities gets the same score when its reply comes from the cache."""
+    from halucheck.engines.base import Result
+
+    class WithLogprobs(FakeEngine):
+        def _complete(self, requests):
+            out = super()._complete(requests)
+            for req, res in zip(requests, out):
+                if req.logprobs:
+                    res.logprobs = [('{"', -0.01), ("true", -0.357), ("é", -2.5)]
+            return out
+
+    store = RunStore(tmp_path / "run.duckdb")
+    live = CachingEngine(WithLogprobs(max_batch=4), store)
+    requests = [Request(messages=({"role": "user", "content": "q"},), logprobs=True),
+                Request(messages=({"role": "user", "content": "r"},))]
+    first = live.generate(requests)
+    store.close()
+    store = RunStore(tmp_path / "run.duckdb")  # after a restart: from the database, not the pending rows
+    replay = CachingEngine(FakeEngine(max_batch=4), store).generate(requests)
+    assert [r.attempts for r in replay] == [0, 0]
+    assert replay[0].logprobs == first[0].logprobs == [('{"', -0.01), ("true", -0.357), ("é", -2.5)]
+    assert replay[1].logprobs is None and isinstance(replay[1], Result)
+    store.close()
