@@ -293,8 +293,8 @@ def calibration_effect(
     with a bootstrap interval over the same resamples (whole ``groups`` at a time). With ``lengths``
     (answer word counts, HaluEval QA) also the length-matched AUROC (:func:`stratified_auroc`).
 
-    A monotone calibrator cannot raise AUROC; isotonic regression can lower it by merging scores into
-    ties, which is why AUROC is reported on both sides.
+    A strictly increasing map (temperature, Platt) keeps AUROC; isotonic regression merges scores into
+    ties, which can move it either way, which is why AUROC is reported on both sides.
 
     Returns ``{"n", "before": {name: cell}, "after": {name: cell}}`` with cells as in
     :func:`compute_metrics` (``value``, ``ci_low``, ``ci_high``, ``higher_is_better``).
