@@ -478,7 +478,7 @@ class Calibrator:
     # ---- JSON
 
     def to_dict(self) -> dict:
-        return _json_safe(asdict(self))
+        return json_safe(asdict(self))
 
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), indent=2, ensure_ascii=False, allow_nan=False) + "\n"
@@ -512,12 +512,13 @@ def _f(v) -> str:
     return "n/a" if v is None else f"{v:.3f}"
 
 
-def _json_safe(x):
+def json_safe(x):
+    """JSON-safe copy: NaN/inf -> None, numpy scalars -> Python numbers (for files that must be strict JSON)."""
     if isinstance(x, dict):
-        return {k: _json_safe(v) for k, v in x.items()}
+        return {k: json_safe(v) for k, v in x.items()}
     if isinstance(x, (list, tuple)):
-        return [_json_safe(v) for v in x]
-    if isinstance(x, np.generic):
+        return [json_safe(v) for v in x]
+    if hasattr(x, "item") and not isinstance(x, (str, bytes)):
         x = x.item()
     if isinstance(x, float) and not math.isfinite(x):
         return None
@@ -667,6 +668,16 @@ def fit(
         split=split,
         seed=seed,
     )
+
+
+def calibrated_fields(calibrator: Calibrator | None, raw: float | None) -> dict:
+    """What an output carries about its P(hallucinated): with a calibrator and a score, the calibrated
+    ``p_hallucinated`` (4 decimals), ``p_raw``, ``calibrated: True`` and ``calibrated_decision`` (None: in the
+    undecided band); otherwise ``calibrated: False`` alone."""
+    if calibrator is None or raw is None:
+        return {"calibrated": False}
+    return {"p_raw": raw, "p_hallucinated": round(calibrator.apply(raw), 4), "calibrated": True,
+            "calibrated_decision": calibrator.decide(raw)}
 
 
 UNCALIBRATED = ("uncalibrated: P(hallucinated) is the verifier's own (fit a calibrator on labelled data with "
@@ -865,12 +876,14 @@ __all__ = [
     "band_for",
     "bin_index",
     "brier_score",
+    "calibrated_fields",
     "calibration_dir",
     "calibration_path",
     "choose_threshold",
     "describe",
     "expected_calibration_error",
     "fit",
+    "json_safe",
     "load",
     "reliability_svg",
     "reliability_table",

@@ -141,13 +141,7 @@ def _verdict_json(verdict, cal) -> dict:
     calibrator is stored for the debate on this profile, and a line saying which, or that there is none."""
     from halucheck import calibration
 
-    out = verdict.to_dict()
-    raw = verdict.p_hallucinated
-    if cal is not None and raw is not None:
-        out.update(p_raw=raw, p_hallucinated=round(cal.apply(raw), 4), calibrated=True,
-                   calibrated_decision=cal.decide(raw))
-    else:
-        out["calibrated"] = False
+    out = {**verdict.to_dict(), **calibration.calibrated_fields(cal, verdict.p_hallucinated)}
     out["calibration"] = calibration.describe(cal)
     return out
 

@@ -27,7 +27,7 @@ from halucheck.engines.base import Engine, Request, Result, WrappedEngine
 from halucheck.errors import InputError
 from halucheck.evaluation.datasets import EvalItem, load
 from halucheck.evaluation.metrics import N_BOOT, calibration_effect
-from halucheck.evaluation.report import LENGTH_CONTROLLED_SETS, METRICS_FILE, RunCost, _clean, write_run
+from halucheck.evaluation.report import LENGTH_CONTROLLED_SETS, METRICS_FILE, RunCost, write_run
 from halucheck.evaluation.userdata import UserData
 from halucheck.evaluation.verifiers import VerifierOptions, get_verifier
 
@@ -286,7 +286,7 @@ def calibration_report(cal, verifier: str, profile, items: Sequence[EvalItem], p
         per_set[ds] = calibration_effect([labels[i] for i in idx], [raw[i] for i in idx], [after[i] for i in idx],
                                          groups=[it.group or it.id for it in its], lengths=lengths, n_boot=n_boot)
     return {"calibrated": True, "calibrator": cal.summary(), "fitted_on": [*cal.datasets, *cal.files],
-            "split": cal.split, "results": _clean(per_set)}  # undefined values (NaN) as null
+            "split": cal.split, "results": calibration.json_safe(per_set)}  # undefined values (NaN) as null
 
 
 def default_out(verifier: str, datasets: Sequence[str], split: str, profile: str | None) -> Path:

@@ -321,7 +321,7 @@ def calibration_effect(
             for name in names:
                 lo, hi = percentile_ci([value(name, s, i) for i in boots], ci) if boots else (math.nan, math.nan)
                 cells[name] = {"value": float(value(name, s, everything)), "ci_low": lo, "ci_high": hi,
-                               "higher_is_better": name not in ("ece", "brier")}
+                               "higher_is_better": METRICS[name].higher_is_better if name in METRICS else True}
             out[side] = cells
     return out
 

@@ -37,6 +37,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from halucheck.calibration import json_safe
 from halucheck.errors import InputError
 from halucheck.evaluation.datasets import EvalItem
 from halucheck.evaluation.chains import chain_stats
@@ -78,19 +79,6 @@ def _prediction(p) -> Prediction:
     if isinstance(p, bool) or p is None:
         return Prediction(p)
     raise TypeError(f"cannot read a prediction from {p!r}")
-
-
-def _clean(x):
-    """JSON-safe copy: NaN/inf -> None, numpy scalars -> Python numbers."""
-    if isinstance(x, dict):
-        return {k: _clean(v) for k, v in x.items()}
-    if isinstance(x, (list, tuple)):
-        return [_clean(v) for v in x]
-    if hasattr(x, "item") and not isinstance(x, (str, bytes)):
-        x = x.item()
-    if isinstance(x, float) and not math.isfinite(x):
-        return None
-    return x
 
 
 def _nan(x):
@@ -181,7 +169,7 @@ def write_run(
         "bootstrap": {"n_boot": n_boot, "seed": seed, "ci": ci, "resample": "group"},
         "results": score_predictions(rows, n_boot=n_boot, seed=seed, ci=ci),
     }
-    out = _clean(out)
+    out = json_safe(out)
     with open(run_dir / METRICS_FILE, "w", encoding="utf-8") as fh:
         json.dump(out, fh, indent=2, ensure_ascii=False, allow_nan=False)
         fh.write("\n")
@@ -264,8 +252,8 @@ def compare(dirs: Sequence[str | os.PathLike], common: bool = False) -> str:
     """
     rows = []
     rescored = common_results(dirs) if common else [None] * len(dirs)
-    for d, results in zip(dirs, rescored):
-        run = read_run(d)
+    runs = [(d, read_run(d)) for d in dirs]
+    for (d, run), results in zip(runs, rescored):
         name = run.get("verifier") or Path(d).name
         for ds, res in (results if results is not None else run.get("results", {})).items():
             rows.append((name, ds, res, run))
@@ -299,7 +287,7 @@ def compare(dirs: Sequence[str | os.PathLike], common: bool = False) -> str:
                 f"| {n} | {ds} | {_cell(lc.get('length_matched_auroc'))} | {lc.get('matched_pairs', 0)} | "
                 f"{lc.get('matched_items', 0)} | {_fmt(lc.get('length_only_auroc'))} |"
             )
-    lines += _calibration_table([(d, read_run(d)) for d in dirs])
+    lines += _calibration_table(runs)
     return "\n".join(lines) + "\n"
 
 

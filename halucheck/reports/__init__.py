@@ -98,6 +98,7 @@ def run_calibrator(store: "RunStore"):
 def build_results(store: "RunStore") -> list[ResultJSON]:
     """One result per input line, in input order: checked items and lines that could not be read."""
     from halucheck import coverage
+    from halucheck.calibration import calibrated_fields
     from halucheck.records import Verdict
 
     cal = run_calibrator(store)
@@ -137,12 +138,8 @@ def build_results(store: "RunStore") -> list[ResultJSON]:
                 "sentence": [s, e],
                 "queries": queries.get(cid, []),
             }
-            if cal is not None and v is not None and v.verifier not in TOOL_CHECKS and c["p_hallucinated"] is not None:
-                c["p_raw"], c["calibrated"] = c["p_hallucinated"], True
-                c["p_hallucinated"] = round(cal.apply(c["p_raw"]), 4)
-                c["calibrated_decision"] = cal.decide(c["p_raw"])
-            else:
-                c["calibrated"] = False
+            recalibrated = v is not None and v.verifier not in TOOL_CHECKS
+            c.update(calibrated_fields(cal if recalibrated else None, c["p_hallucinated"]))
             if v is None:
                 c["error"] = errors_by_claim.get(cid, "not checked yet (run the same command again)")
             elif v.error:
