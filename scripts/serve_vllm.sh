@@ -21,6 +21,10 @@
 #                              cached. At 5 s every such request fails with HTTP 500 while the abandoned
 #                              compilations keep running, and on a 24 GiB machine they took the engine to an
 #                              OOM kill)
+#   VLLM_EXECUTE_MODEL_TIMEOUT_SECONDS  seconds one engine step may take before the engine gives up and the
+#                              server exits (default here 1800; vLLM's own, 300, is too short on a CPU: on a fresh
+#                              machine (empty ~/.cache/vllm) the first step, 5 prompts of ~1,150 tokens, ran for over
+#                              5 minutes on 2 cores and the server died with TimeoutError)
 #   VLLM_PYTHON                the Python that has vLLM (default: python)
 #   HALUCHECK_PYTHON           the Python that has halucheck, to resolve MODEL (default: VLLM_PYTHON)
 # Extra flags go to vLLM unchanged (e.g. --tensor-parallel-size 2 --gpu-memory-utilization 0.9).
@@ -41,6 +45,7 @@ STRUCTURED_OUTPUTS_CONFIG="${STRUCTURED_OUTPUTS_CONFIG:-$DEFAULT_SO}"
 # an audit box is offline: never wait on the Hugging Face hub
 export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1
 export VLLM_REGEX_COMPILATION_TIMEOUT_S="${VLLM_REGEX_COMPILATION_TIMEOUT_S:-120}"
+export VLLM_EXECUTE_MODEL_TIMEOUT_SECONDS="${VLLM_EXECUTE_MODEL_TIMEOUT_SECONDS:-1800}"
 
 if [[ -d "$MODEL" ]]; then
   FOLDER="$MODEL"
