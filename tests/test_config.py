@@ -165,3 +165,24 @@ def test_index_run_and_search_share_one_index_location(tmp_path, monkeypatch):
         index_path()
     monkeypatch.setenv("HALUCHECK_INDEX", str(tmp_path / "env.duckdb"))
     assert index_path(docs) == tmp_path / "env.duckdb"
+
+
+def test_half_precision_weights_load_in_float32_where_the_cpu_has_no_native_half_matmul(tmp_path):
+    """bfloat16 weights on an AVX2-only CPU: torch's generic bf16 kernel was ~100x slower than float32
+    there, so the engine loads them in float32 unless models.yaml says otherwise."""
+    import json
+
+    from halucheck.engines.transformers import _saved_dtype, load_dtype
+
+    assert load_dtype(None, "bfloat16", native=set()) == "float32"
+    assert load_dtype(None, "float16", native={"bfloat16"}) == "float32"
+    assert load_dtype(None, "bfloat16", native={"bfloat16"}) == "auto"
+    assert load_dtype(None, "float32", native=set()) == "auto"
+    assert load_dtype(None, None, native=set()) == "auto"  # unknown: as saved
+    assert load_dtype("bfloat16", "bfloat16", native=set()) == "bfloat16"  # dtype: in models.yaml wins
+    (tmp_path / "config.json").write_text(json.dumps({"torch_dtype": "bfloat16"}))
+    assert _saved_dtype(tmp_path) == "bfloat16"
+    (tmp_path / "config.json").write_text(json.dumps({"dtype": "float16", "torch_dtype": "float32"}))
+    assert _saved_dtype(tmp_path) == "float16"
+    (tmp_path / "config.json").write_text("{not json")
+    assert _saved_dtype(tmp_path) is None

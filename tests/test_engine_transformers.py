@@ -50,6 +50,13 @@ def judge(claim: str) -> tuple[dict, ...]:
     )
 
 
+def test_weights_load_in_a_dtype_this_cpu_multiplies_natively(engine):
+    from halucheck.engines.transformers import _native_half_types
+
+    assert engine.dtype == ("bfloat16" if "bfloat16" in _native_half_types() else "float32")
+    assert str(engine.hf_model.lm_head.weight.dtype) == f"torch.{engine.dtype}"
+
+
 def test_batch_with_schema_is_valid_and_in_order(engine):
     from halucheck.engines import Request, SamplingParams
 
