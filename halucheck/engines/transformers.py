@@ -277,7 +277,7 @@ class TransformersEngine(Engine):
             kwargs.update(do_sample=False, temperature=None, top_p=None, top_k=None)
 
         if past is not None:
-            kwargs["past_key_values"] = past
+            kwargs[_cache_name()] = past
         t0 = time.perf_counter()
         with torch.inference_mode():
             out = self.hf_model.generate(
@@ -291,7 +291,7 @@ class TransformersEngine(Engine):
                 **kwargs,
             )
         elapsed = time.perf_counter() - t0
-        self._keep_prefixes(chunk, cached, out.past_key_values, width)
+        self._keep_prefixes(chunk, cached, getattr(out, _cache_name()), width)
         new = out.sequences[:, width:].tolist()
         guide.finish(new)
 
@@ -419,6 +419,14 @@ def _native_half_types() -> set[str]:
         except (AttributeError, RuntimeError):
             native.add(name)
     return native
+
+
+def _cache_name() -> str:
+    """The name ``generate`` takes and returns the KV cache under: ``cache`` since transformers 5 (which
+    warns on the old ``past_key_values``, to be removed in 6.0), ``past_key_values`` before."""
+    from transformers.generation.utils import GenerateDecoderOnlyOutput
+
+    return "cache" if "cache" in GenerateDecoderOnlyOutput.__dataclass_fields__ else "past_key_values"
 
 
 def _usable_cores() -> int:
