@@ -402,15 +402,19 @@ def compare_prefix_reuse(args, engine, agents, cfg, jobs, n) -> dict:
     """The Scheduler over the same claims with the engine's prefix reuse off, then on (one process)."""
     from halucheck.engines.prefix_cache import PrefixCache
 
-    generated: list = []  # every generate call's new token ids, per row (cut at the first end token)
+    # every generate call's new token ids (cut at the first end token), keyed by the row's prompt token ids
+    # (mask kept), so a reply is compared with the reply to the same prompt, whatever batch it ran in
+    generated: dict[tuple, list] = {}
     generate = engine.hf_model.generate
 
     def recording(*a, **kw):
         out = generate(*a, **kw)
-        width = kw["input_ids"].shape[1]
-        for row in out.sequences[:, width:].tolist():
-            ends = [i for i, t in enumerate(row) if t in engine.eos_ids]
-            generated.append(row[: ends[0] + 1] if ends else row)
+        ids, mask = kw["input_ids"], kw["attention_mask"]
+        width = ids.shape[1]
+        for i, row in enumerate(out.sequences[:, width:].tolist()):
+            ends = [j for j, t in enumerate(row) if t in engine.eos_ids]
+            prompt = tuple(ids[i][mask[i] == 1].tolist())
+            generated.setdefault(prompt, []).append(row[: ends[0] + 1] if ends else row)
         return out
 
     engine.hf_model.generate = recording
@@ -429,17 +433,21 @@ def compare_prefix_reuse(args, engine, agents, cfg, jobs, n) -> dict:
         runs[label] = {"wall_s": round(wall, 1), "claims_s": n / wall, "calls": st.llm_calls, "steps": st.steps,
                        "prompt_tokens": st.prompt_tokens, "prefilled_tokens": engine.prefilled_tokens - prefilled0,
                        "completion_tokens": st.completion_tokens, "peak_rss_mib": round(rss.peak / 2**20),
-                       "tokens": list(generated), "verdicts": [v.factuality for v in verdicts]}
+                       "tokens": dict(generated), "verdicts": [v.factuality for v in verdicts]}
         print(f"{label:>9}: {wall:8.1f} s  {n / wall:.4f} claims/s  calls {st.llm_calls}  steps {st.steps}  "
               f"prompt tokens {st.prompt_tokens}  prefilled {runs[label]['prefilled_tokens']}  "
               f"completion {st.completion_tokens}  peak RSS {runs[label]['peak_rss_mib']} MiB", flush=True)
     engine.hf_model.generate = generate
     off, on = runs["no reuse"], runs["reuse"]
-    identical = off["tokens"] == on["tokens"]
-    differ = sum(a != b for a, b in zip(off["tokens"], on["tokens"])) + abs(len(off["tokens"]) - len(on["tokens"]))
+    # once a reply differs, that debate's later prompts differ too: compare replies to the same prompt, and
+    # count the prompts only one run sent apart
+    common = off["tokens"].keys() & on["tokens"].keys()
+    differ = sum(off["tokens"][k] != on["tokens"][k] for k in common)
+    one_run_only = len(off["tokens"].keys() ^ on["tokens"].keys())
+    identical = differ == 0 and one_run_only == 0
     out = {"prefill_ratio": round(on["prefilled_tokens"] / max(1, off["prefilled_tokens"]), 3),
            "wall_speedup": round(on["claims_s"] / off["claims_s"], 2), "identical": identical,
-           "replies_differing": differ, "replies": len(off["tokens"]),
+           "replies_differing": differ, "prompts_in_both": len(common), "prompts_in_one_run_only": one_run_only,
            "same_verdicts": sum(a == b for a, b in zip(off["verdicts"], on["verdicts"])),
            "cache_hits": cache.hits, "cache_peak_mib": round(cache.peak_bytes / 2**20, 1),
            "cache_evictions": cache.evictions,
@@ -448,7 +456,8 @@ def compare_prefix_reuse(args, engine, agents, cfg, jobs, n) -> dict:
               for k in ("claims_s", "wall_s", "prefilled_tokens", "prompt_tokens", "peak_rss_mib", "calls")}}
     out["claims_s_off"], out["claims_s_on"] = round(off["claims_s"], 4), round(on["claims_s"], 4)
     print(f"prefix reuse: {out['prefill_ratio']} of the prompt tokens prefilled, {out['wall_speedup']}x claims/s, "
-          f"replies identical: {identical} ({differ} of {out['replies']} differ), cache peak "
+          f"replies identical: {identical} ({differ} of the {len(common)} prompts both runs sent got another reply; "
+          f"{one_run_only} prompts sent by one run only), cache peak "
           f"{out['cache_peak_mib']} MiB for {min(n, args.in_flight or 4 * engine.max_batch)} debates in flight, "
           f"load average now {os.getloadavg()[0]:.1f}", flush=True)
     return out
