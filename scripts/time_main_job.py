@@ -74,10 +74,10 @@ def _stage_stats(out: Path) -> dict:
     """LLM calls, prompt tokens and those served from reused prefixes, from the run store's stage_stats."""
     import duckdb
 
-    files = [out / "run.duckdb"] if (out / "run.duckdb").exists() else []
-    if not files:
+    db = out / "run.duckdb"
+    if not db.exists():
         return {}
-    con = duckdb.connect(str(files[0]), read_only=True)
+    con = duckdb.connect(str(db), read_only=True)
     try:
         calls, prompt, cached = con.execute(
             "SELECT sum(calls), sum(prompt_tokens), sum(cached_tokens) FROM stage_stats").fetchone()

@@ -34,6 +34,7 @@ _TORCH_FIRST = "torch" in sys.modules and "OMP_WAIT_POLICY" not in os.environ
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")  # weights are local folders; never reach for a hub
 
+import functools
 import json
 import time
 from dataclasses import dataclass
@@ -421,6 +422,7 @@ def _native_half_types() -> set[str]:
     return native
 
 
+@functools.cache
 def _cache_name() -> str:
     """The name ``generate`` takes and returns the KV cache under: ``cache`` since transformers 5 (which
     warns on the old ``past_key_values``, to be removed in 6.0), ``past_key_values`` before."""
