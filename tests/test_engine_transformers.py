@@ -111,15 +111,20 @@ def test_logprobs_are_those_of_the_constrained_distribution(engine):
     assert lps[-1] > -1e-3, lps  # the word's last piece is forced once its start is chosen
 
 
-def test_max_tokens_caps_each_row(engine):
+def test_max_tokens_caps_each_row_and_a_finished_row_leaves_the_batch(engine, monkeypatch):
     from halucheck.engines import Request, SamplingParams
 
+    rows: list[int] = []
+    forward = engine._forward
+    monkeypatch.setattr(engine, "_forward", lambda ids, *a: rows.append(ids.shape[0]) or forward(ids, *a))
     count = ({"role": "user", "content": "Count from 1 to 100, comma separated."},)
     short = Request(messages=count, sampling=SamplingParams(max_tokens=5))
     longer = Request(messages=count, sampling=SamplingParams(max_tokens=9))
     a, b = engine.generate([short, longer])
-    assert a.completion_tokens == 5 and b.completion_tokens == 9
+    assert a.completion_tokens == 5 and b.completion_tokens == 9 and a.capped and b.capped
     assert b.text.startswith(a.text)  # same greedy path, cut at each row's own cap
+    # the prompt pass and 4 steps with both rows; the short row is done after its 5th token
+    assert rows == [2] * 5 + [1] * 4
 
 
 # -- prefix KV reuse --------------------------------------------------------------------------------
@@ -203,14 +208,14 @@ def test_prefix_reuse_gives_the_same_greedy_tokens(engine32):
     engine = engine32
     first, later = _debate_requests(24)
     captured: list = []
-    generate = engine.hf_model.generate
+    decode = engine._decode
 
     def recording(*args, **kwargs):
-        out = generate(*args, **kwargs)
-        captured.append(out.sequences[:, kwargs["input_ids"].shape[1]:].tolist())
-        return out
+        tokens, ended = decode(*args, **kwargs)
+        captured.append(tokens)
+        return tokens, ended
 
-    engine.hf_model.generate = recording
+    engine._decode = recording
     cache = engine.prefix_cache
     try:
         engine.generate(first)  # stores each claim's prompt
@@ -226,7 +231,8 @@ def test_prefix_reuse_gives_the_same_greedy_tokens(engine32):
         without = engine.generate(later)
         prefilled_without, tokens_without = engine.prefilled_tokens - before, captured[:]
     finally:
-        engine.hf_model.generate, engine.prefix_cache = generate, cache
+        del engine._decode
+        engine.prefix_cache = cache
 
     assert len(tokens_with) == 1 and len(tokens_with[0]) == 9  # one batch of nine rows
     assert tokens_with == tokens_without

@@ -77,8 +77,7 @@ def _guides(regex: str | None, sampling: SamplingParams, prompt: list[int]):
 
     vocab = Vocabulary(9, {"x": [1], "y": [2], "t": [3], "f": [4]})
     index = Index(regex, vocab) if regex else None
-    return tf._RowGuides(indexes=[index], max_tokens=[10], eos_ids=[9], prompt_width=len(prompt),
-                         want_logprobs=[True], sampling=[sampling], prompts=[prompt])
+    return tf._RowGuides(indexes=[index], eos_ids=[9], want_logprobs=[True], sampling=[sampling], prompts=[prompt])
 
 
 def test_penalties_apply_in_free_text_only_and_logprobs_come_before_them(monkeypatch):
@@ -87,8 +86,9 @@ def test_penalties_apply_in_free_text_only_and_logprobs_come_before_them(monkeyp
     # free text: x or y, then a two-way verdict t / f; the reply so far said "x" and "t"... here: "x"
     g = _guides(r"[xy]{0,4}(t|f)", s, prompt=[0])
     scores = torch.zeros(1, 10)
-    g(torch.tensor([[0]]), scores.clone())  # step 0: allowed x, y, t, f (4 >= 3: free text)
-    out = g(torch.tensor([[0, 1]]), torch.zeros(1, 10))  # the reply said "x": x is penalised
+    g.process([0], scores.clone())  # step 0: allowed x, y, t, f (4 >= 3: free text)
+    g.advance([0], [1])
+    out = g.process([0], torch.zeros(1, 10))  # the reply said "x": x is penalised
     assert out[0, 1] == pytest.approx(-5.0) and out[0, 2] == 0.0
     # logprobs recorded for this step are those before the penalty: uniform over the 4 allowed tokens
     assert g._last_logprobs[0, 1].item() == pytest.approx(math.log(1 / 4))
@@ -96,7 +96,7 @@ def test_penalties_apply_in_free_text_only_and_logprobs_come_before_them(monkeyp
     # a verdict position (2 tokens allowed) is never penalised, even for a token already said
     g = _guides(r"(t|f)", s, prompt=[0])
     g.penalties[0].add(3)
-    out = g(torch.tensor([[0]]), torch.zeros(1, 10))
+    out = g.process([0], torch.zeros(1, 10))
     assert out[0, 3] == 0.0 and out[0, 4] == 0.0 and out[0, 1] == float("-inf")
 
 

@@ -3,9 +3,10 @@ Outlines (outlines_core's regex index and guides).
 
 How a batch runs: requests are rendered with the model's chat template, grouped by sampling mode
 (greedy, or temperature/top_p/seed), sorted by prompt length (so little padding is wasted) and cut into
-chunks of ``max_batch``; each chunk is one left-padded ``model.generate`` call. Requests with different
-schemas, or none, share a chunk: one logits processor keeps one Outlines guide per row. Results come back
-in input order.
+chunks of ``max_batch``; each chunk is one left-padded batch, prefilled in one forward pass and then
+decoded a token per step by our own loop (:meth:`TransformersEngine._decode`), in which a row leaves the
+batch as soon as it ends. Requests with different schemas, or none, share a chunk: each row keeps its own
+Outlines guide. Results come back in input order.
 
 Prefix reuse: requests that share a ``prefix_group`` (a debate's calls about one claim) reuse the KV
 of their common token prefix (system prompt, evidence, claim) from the group's earlier calls
@@ -240,7 +241,6 @@ class TransformersEngine(Engine):
 
     def _generate_chunk(self, chunk: list[_Prepared], key: tuple) -> list[Result]:
         import torch
-        from transformers import LogitsProcessorList
 
         # Each row: [pad][its cached prefix, n tokens][pad][the rest of its prompt] (see the module doc).
         cached = [self._cached_prefix(p) for p in chunk]
@@ -260,66 +260,87 @@ class TransformersEngine(Engine):
         max_tokens = [max(1, p.request.sampling.max_tokens) for p in chunk]
         guide = _RowGuides(
             indexes=[self._index_for(p.request.schema) if p.request.schema else None for p in chunk],
-            max_tokens=max_tokens,
             eos_ids=self.eos_ids,
-            prompt_width=width,
             want_logprobs=[p.request.logprobs for p in chunk],
             sampling=[p.request.sampling for p in chunk],
             prompts=[p.input_ids if p.request.avoid is None else self._tokens(p.request.avoid) for p in chunk],
             quotes=[self._tokens(p.request.quote) if p.request.quote else [] for p in chunk],
         )
-        kwargs: dict[str, Any] = {}
-        if key[0] == "sample":
-            _, temperature, top_p, seed = key
-            kwargs.update(do_sample=True, temperature=temperature, top_p=top_p, top_k=0)
-            if seed is not None:
-                torch.manual_seed(seed)
-        else:
-            kwargs.update(do_sample=False, temperature=None, top_p=None, top_k=None)
-
-        if past is not None:
-            kwargs[_cache_name()] = past
         t0 = time.perf_counter()
         with torch.inference_mode():
-            out = self.hf_model.generate(
-                input_ids=ids,
-                attention_mask=mask,
-                logits_processor=LogitsProcessorList([guide]),
-                max_new_tokens=max(max_tokens),  # shorter caps are enforced per row by the processor
-                eos_token_id=self.eos_ids,
-                pad_token_id=self.pad_id,
-                return_dict_in_generate=True,
-                **kwargs,
+            tokens, ended = self._decode(
+                ids[:, prefix_width:], mask, past, guide, _Sampler(key), max_tokens,
+                on_prefill=lambda cache: self._keep_prefixes(chunk, cached, cache, width),
             )
         elapsed = time.perf_counter() - t0
-        self._keep_prefixes(chunk, cached, getattr(out, _cache_name()), width)
-        new = out.sequences[:, width:].tolist()
-        guide.finish(new)
 
         results = []
         for row, p in enumerate(chunk):
-            tokens = []
-            for tok in new[row]:
-                if tok in self.eos_ids:
-                    break
-                tokens.append(tok)
-            # A natural end token was generated and counts; one forced at the row's cap does not.
-            ended = len(tokens) < len(new[row]) and len(tokens) < max_tokens[row]
-            completion = len(tokens) + (1 if ended else 0)
             res = Result(
-                text=self.tokenizer.decode(tokens, skip_special_tokens=True),
+                text=self.tokenizer.decode(tokens[row], skip_special_tokens=True),
                 prompt_tokens=len(p.input_ids),
                 cached_tokens=cached[row][1],
-                completion_tokens=completion,
+                completion_tokens=len(tokens[row]) + ended[row],  # a generated end token counts
                 latency_s=elapsed,
-                capped=not ended,
+                capped=not ended[row],
             )
             if p.request.logprobs:
                 res.logprobs = [
-                    (self.tokenizer.decode([tok]), lp) for tok, lp in zip(tokens, guide.logprobs[row])
+                    (self.tokenizer.decode([tok]), lp) for tok, lp in zip(tokens[row], guide.logprobs[row])
                 ]
             results.append(res)
         return results
+
+    def _decode(self, ids, mask, past, guide: "_RowGuides", sampler: "_Sampler", max_tokens: list[int],
+                on_prefill) -> tuple[list[list[int]], list[bool]]:
+        """Generate every row until it writes an end token or spends its ``max_tokens``; returns each row's
+        tokens (without the end token) and whether it ended by itself.
+
+        ``ids``: the prompts' uncached part (the last columns of ``mask``), ``past``: the KV of the
+        columns before it, or None. ``on_prefill`` sees the cache once the prompts are in it. A row leaves
+        the batch the step it finishes (its KV and mask rows are dropped), so the rows still writing do not
+        pay for the finished ones: on a CPU a decode step costs about the same per row from 1 to 8 rows,
+        and a debate's replies differ in length by a factor of 3 or more.
+        """
+        import torch
+
+        positions = (mask.cumsum(-1) - 1).masked_fill(mask == 0, 0)  # pads count no position
+        out = self._forward(ids, mask, positions[:, mask.shape[1] - ids.shape[1]:], past)
+        cache = getattr(out, _cache_name())
+        on_prefill(cache)
+        tokens: list[list[int]] = [[] for _ in max_tokens]
+        ended = [False] * len(max_tokens)
+        active = list(range(len(max_tokens)))  # the original row of each batch row
+        while True:
+            scores = guide.process(active, out.logits[:, -1, :].float())
+            chosen = sampler(scores).tolist()
+            guide.advance(active, chosen)
+            keep = []
+            for i, (row, tok) in enumerate(zip(active, chosen)):
+                if tok in self.eos_ids:
+                    ended[row] = True
+                    continue
+                tokens[row].append(tok)
+                if len(tokens[row]) < max_tokens[row]:
+                    keep.append(i)
+            if not keep:
+                return tokens, ended
+            if len(keep) < len(active):
+                index = torch.tensor(keep, dtype=torch.long)
+                cache.batch_select_indices(index)
+                mask = mask[index]
+                active = [active[i] for i in keep]
+                chosen = [chosen[i] for i in keep]
+            mask = torch.cat([mask, mask.new_ones((len(active), 1))], dim=1)
+            step = torch.tensor(chosen, dtype=torch.long).unsqueeze(1)
+            out = self._forward(step, mask, mask.sum(-1, keepdim=True) - 1, cache)
+
+    def _forward(self, ids, mask, positions, cache):
+        """One forward pass; only the last position's logits are computed (a prompt's full logits would
+        take gigabytes)."""
+        kwargs = {_cache_name(): cache} if cache is not None else {}
+        return self.hf_model(input_ids=ids, attention_mask=mask, position_ids=positions, use_cache=True,
+                             logits_to_keep=1, **kwargs)
 
     # -- prefix reuse ---------------------------------------------------------------------------
     def _cached_prefix(self, p: _Prepared) -> tuple[Any, int]:
@@ -424,11 +445,11 @@ def _native_half_types() -> set[str]:
 
 @functools.cache
 def _cache_name() -> str:
-    """The name ``generate`` takes and returns the KV cache under: ``cache`` since transformers 5 (which
-    warns on the old ``past_key_values``, to be removed in 6.0), ``past_key_values`` before."""
-    from transformers.generation.utils import GenerateDecoderOnlyOutput
+    """The name a causal LM's forward takes and returns the KV cache under: ``cache`` since transformers 5
+    (which warns on the old ``past_key_values``, to be removed in 6.0), ``past_key_values`` before."""
+    from transformers.modeling_outputs import CausalLMOutputWithPast
 
-    return "cache" if "cache" in GenerateDecoderOnlyOutput.__dataclass_fields__ else "past_key_values"
+    return "cache" if "cache" in CausalLMOutputWithPast.__dataclass_fields__ else "past_key_values"
 
 
 def _usable_cores() -> int:
@@ -447,22 +468,19 @@ def _sampling_key(request: Request) -> tuple:
 
 
 class _RowGuides:
-    """A transformers logits processor that gives each row its own Outlines guide (or none), caps each
-    row at its own max_tokens, applies each row's own repetition controls, and records the chosen
-    tokens' log-probabilities.
+    """Each row's own Outlines guide (or none) and repetition controls, applied to that row's logits at
+    every step, and the chosen tokens' log-probabilities.
 
-    Log-probabilities are taken after the schema mask and before temperature and repetition penalties,
-    as vLLM computes them (its grammar bitmask is applied to the logits its sampler reads; its default
-    logprobs are the raw ones). transformers calls custom processors before its warpers, so the scores
-    seen here are unscaled.
+    Rows are the chunk's original rows; each call names the rows its logits belong to, in order (rows
+    that finished have left the batch). Log-probabilities are taken after the schema mask and before
+    temperature and repetition penalties, as vLLM computes them (its grammar bitmask is applied to the
+    logits its sampler reads; its default logprobs are the raw ones).
     """
 
     def __init__(
         self,
         indexes: list[Any],
-        max_tokens: list[int],
         eos_ids: list[int],
-        prompt_width: int,
         want_logprobs: list[bool],
         sampling: list[Any] | None = None,
         prompts: list[list[int]] | None = None,
@@ -470,73 +488,58 @@ class _RowGuides:
     ) -> None:
         """``prompts``: per row, the tokens its repetition controls count as already seen (the prompt,
         or the text the request asked to avoid); ``quotes``: the tokens its repetition controls let it repeat."""
-        self.indexes = indexes
-        self.max_tokens = max_tokens
+        from outlines_core import Guide
+
         self.eos_ids = eos_ids
-        self.prompt_width = prompt_width
         self.want = want_logprobs
         self.rows = len(indexes)
         self.sampling = sampling or [None] * self.rows
         self.penalties = [_Penalties(s, prompt, quote) if s is not None and s.penalized else None
                           for s, prompt, quote in zip(self.sampling, prompts or [[]] * self.rows,
                                                       quotes or [[]] * self.rows)]
-        self.guides: list[Any] = [None] * self.rows
-        self.done = [False] * self.rows
+        self.guides: list[Any] = [Guide(ix) if ix is not None else None for ix in indexes]
         self.logprobs: list[list[float]] = [[] for _ in range(self.rows)]
-        self._last_logprobs = None  # (rows, vocab) log-softmax of the previous step, if wanted
+        self._last_logprobs = None  # (rows, vocab) log-softmax of the last processed step, if wanted
         self._bitmask = None
         self._shifts = None
 
-    def __call__(self, input_ids, scores):
+    def process(self, rows: list[int], scores):
+        """Mask and penalise ``scores`` in place (``scores[i]`` are row ``rows[i]``'s logits) and return them."""
         import torch
+        from outlines_core.kernels.torch import allocate_token_bitmask, fill_next_token_bitmask
 
-        step = input_ids.shape[1] - self.prompt_width
-        if step == 0:
-            from outlines_core import Guide
-            from outlines_core.kernels.torch import allocate_token_bitmask
-
-            self.guides = [Guide(ix) if ix is not None else None for ix in self.indexes]
+        if self._bitmask is None:
             self._bitmask = allocate_token_bitmask(scores.shape[1])
-        else:
-            last = input_ids[:, -1].tolist()
-            self._record(last)
-            for row, tok in enumerate(last):
-                if self.done[row]:
-                    continue
-                if tok in self.eos_ids:
-                    self.done[row] = True
-                    continue
-                if self.penalties[row] is not None:
-                    self.penalties[row].add(tok)
-                if self.guides[row] is not None:
-                    self.guides[row].advance(token_id=tok, return_tokens=False)
-        from outlines_core.kernels.torch import fill_next_token_bitmask
-
-        free: list[Any] = [None] * self.rows  # rows in free text: their allowed-token mask (or True)
-        for row in range(self.rows):
-            if self.done[row]:
-                continue  # transformers pads finished rows itself
-            if step >= self.max_tokens[row]:  # this row's budget is spent: end it here
-                eos = self.eos_ids[0]
-                keep = scores[row, eos].clone()
-                scores[row].fill_(float("-inf"))
-                scores[row, eos] = keep
-                continue
+        free: list[Any] = [None] * len(rows)  # rows in free text: their allowed-token mask (or True)
+        for i, row in enumerate(rows):
             guide = self.guides[row]
             allowed = None
             if guide is not None:
                 fill_next_token_bitmask(guide, self._bitmask)
                 allowed = self._allowed(scores.shape[1])
-                scores[row].masked_fill_(~allowed, float("-inf"))
+                scores[i].masked_fill_(~allowed, float("-inf"))
             # repetition controls shape free text only (see engines/ngrams.py), never a verdict's tokens
             if self.penalties[row] is not None and (allowed is None or int(allowed.sum()) >= ngrams.FREE_TEXT_MIN_TOKENS):
-                free[row] = True if allowed is None else allowed
-        if any(self.want):
-            self._last_logprobs = torch.log_softmax(scores.float(), dim=-1)
-        for row, allowed in enumerate(free):
+                free[i] = True if allowed is None else allowed
+        self._last_logprobs = None
+        if any(self.want[row] for row in rows):
+            self._last_logprobs = torch.log_softmax(scores, dim=-1)
+        for i, allowed in enumerate(free):
             if allowed is not None:
-                self.penalties[row].apply(scores[row], None if allowed is True else allowed)
+                self.penalties[rows[i]].apply(scores[i], None if allowed is True else allowed)
         return scores
+
+    def advance(self, rows: list[int], chosen: list[int]) -> None:
+        """Row ``rows[i]`` wrote ``chosen[i]`` (from the scores of the last :meth:`process`)."""
+        for i, (row, tok) in enumerate(zip(rows, chosen)):
+            if tok in self.eos_ids:
+                continue
+            if self.want[row] and self._last_logprobs is not None:
+                self.logprobs[row].append(float(self._last_logprobs[i, tok]))
+            if self.penalties[row] is not None:
+                self.penalties[row].add(tok)
+            if self.guides[row] is not None:
+                self.guides[row].advance(token_id=tok, return_tokens=False)
 
     def _allowed(self, vocab_size: int):
         """The guide's bitmask (32 tokens per int32) as a boolean row. Done eagerly: outlines_core's
@@ -553,18 +556,34 @@ class _RowGuides:
             allowed = torch.cat([allowed, allowed.new_zeros(vocab_size - allowed.numel())])
         return allowed[:vocab_size]
 
-    def _record(self, chosen: list[int]) -> None:
-        if self._last_logprobs is None:
-            return
-        for row, tok in enumerate(chosen):
-            if self.want[row] and not self.done[row]:
-                self.logprobs[row].append(float(self._last_logprobs[row, tok]))
 
-    def finish(self, new_tokens: list[list[int]]) -> None:
-        """Record the log-probability of the last generated token (no further processor call sees it)."""
-        if self._last_logprobs is None or not new_tokens or not new_tokens[0]:
-            return
-        self._record([row[-1] for row in new_tokens])
+class _Sampler:
+    """Picks each row's next token from its processed logits: the most likely one (greedy), or a sample
+    after temperature and top-p (nucleus) filtering, as transformers' warpers do. The seed is set once
+    per chunk, so a seed reproduces a batch."""
+
+    def __init__(self, key: tuple) -> None:
+        import torch
+
+        self.greedy = key[0] == "greedy"
+        if not self.greedy:
+            _, self.temperature, self.top_p, seed = key
+            if seed is not None:
+                torch.manual_seed(seed)
+
+    def __call__(self, scores):
+        import torch
+
+        if self.greedy:
+            return scores.argmax(dim=-1)
+        scores = scores / self.temperature
+        if self.top_p < 1.0:
+            ordered, order = torch.sort(scores, descending=False)
+            cumulative = ordered.softmax(dim=-1).cumsum(dim=-1)
+            drop = cumulative <= (1 - self.top_p)
+            drop[:, -1] = False  # the most likely token always stays
+            scores = scores.masked_fill(drop.scatter(1, order, drop), float("-inf"))
+        return torch.multinomial(scores.softmax(dim=-1), num_samples=1).squeeze(1)
 
 
 class _Penalties:
