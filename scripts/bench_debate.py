@@ -402,22 +402,18 @@ def compare_prefix_reuse(args, engine, agents, cfg, jobs, n) -> dict:
     """The Scheduler over the same claims with the engine's prefix reuse off, then on (one process)."""
     from halucheck.engines.prefix_cache import PrefixCache
 
-    # every generate call's new token ids (cut at the first end token), keyed by the row's prompt token ids
-    # (mask kept), so a reply is compared with the reply to the same prompt, whatever batch it ran in
+    # every reply's text keyed by its prompt's token ids, so a reply is compared with the reply to the same
+    # prompt, whatever batch it ran in
     generated: dict[tuple, list] = {}
-    generate = engine.hf_model.generate
+    generate_batch = engine._generate_batch
 
-    def recording(*a, **kw):
-        out = generate(*a, **kw)
-        ids, mask = kw["input_ids"], kw["attention_mask"]
-        width = ids.shape[1]
-        for i, row in enumerate(out.sequences[:, width:].tolist()):
-            ends = [j for j, t in enumerate(row) if t in engine.eos_ids]
-            prompt = tuple(ids[i][mask[i] == 1].tolist())
-            generated.setdefault(prompt, []).append(row[: ends[0] + 1] if ends else row)
-        return out
+    def recording(batch, key):
+        results = generate_batch(batch, key)
+        for p, res in zip(batch, results):
+            generated.setdefault(tuple(p.input_ids), []).append(res.text)
+        return results
 
-    engine.hf_model.generate = recording
+    engine._generate_batch = recording
     cache = engine.prefix_cache or PrefixCache(2048 * 2**20)
     runs = {}
     for label, prefix_cache in (("no reuse", None), ("reuse", cache)):
@@ -433,17 +429,19 @@ def compare_prefix_reuse(args, engine, agents, cfg, jobs, n) -> dict:
         runs[label] = {"wall_s": round(wall, 1), "claims_s": n / wall, "calls": st.llm_calls, "steps": st.steps,
                        "prompt_tokens": st.prompt_tokens, "prefilled_tokens": engine.prefilled_tokens - prefilled0,
                        "completion_tokens": st.completion_tokens, "peak_rss_mib": round(rss.peak / 2**20),
-                       "tokens": dict(generated), "verdicts": [v.factuality for v in verdicts]}
+                       "replies": dict(generated), "verdicts": [v.factuality for v in verdicts]}
         print(f"{label:>9}: {wall:8.1f} s  {n / wall:.4f} claims/s  calls {st.llm_calls}  steps {st.steps}  "
               f"prompt tokens {st.prompt_tokens}  prefilled {runs[label]['prefilled_tokens']}  "
               f"completion {st.completion_tokens}  peak RSS {runs[label]['peak_rss_mib']} MiB", flush=True)
-    engine.hf_model.generate = generate
+    del engine._generate_batch
     off, on = runs["no reuse"], runs["reuse"]
+    if not off["replies"] or not on["replies"]:
+        raise SystemExit("no reply was recorded: the engine's _generate_batch was not called; fix the recording")
     # once a reply differs, that debate's later prompts differ too: compare replies to the same prompt, and
     # count the prompts only one run sent apart
-    common = off["tokens"].keys() & on["tokens"].keys()
-    differ = sum(off["tokens"][k] != on["tokens"][k] for k in common)
-    one_run_only = len(off["tokens"].keys() ^ on["tokens"].keys())
+    common = off["replies"].keys() & on["replies"].keys()
+    differ = sum(off["replies"][k] != on["replies"][k] for k in common)
+    one_run_only = len(off["replies"].keys() ^ on["replies"].keys())
     identical = differ == 0 and one_run_only == 0
     out = {"prefill_ratio": round(on["prefilled_tokens"] / max(1, off["prefilled_tokens"]), 3),
            "wall_speedup": round(on["claims_s"] / off["claims_s"], 2), "identical": identical,

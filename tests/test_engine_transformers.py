@@ -244,3 +244,24 @@ def test_prefix_reuse_gives_the_same_greedy_tokens(engine32):
     assert prefilled_with < 0.5 * prefilled_without
     engine.release(["claim-0", "claim-1"])
     assert list(cache.entries) == ["claim-2"]
+
+
+def test_prompt_passes_join_into_one_decode_with_the_same_greedy_tokens(engine32, monkeypatch):
+    """Nine requests in prompt passes of 4, 4 and 1 rows (different widths) are decoded as one batch of
+    nine; the token ids equal those of one prompt pass of nine."""
+    engine = engine32
+    _, later = _debate_requests(12)
+    rows: list[int] = []
+    forward = engine._forward
+    monkeypatch.setattr(engine, "_forward", lambda ids, *a: rows.append(ids.shape[0]) or forward(ids, *a))
+    monkeypatch.setattr(engine, "prefix_cache", None)
+
+    monkeypatch.setattr(engine, "prefill_batch", 4)
+    joined = engine.generate(later)
+    assert rows[:4] == [4, 4, 1, 9]  # three prompt passes, then every row decodes in one step
+    rows.clear()
+    monkeypatch.setattr(engine, "prefill_batch", 16)
+    single = engine.generate(later)
+    assert rows[:2] == [9, 9]
+    assert [r.text for r in joined] == [r.text for r in single]
+    assert all(r.completion_tokens > 0 for r in joined)
