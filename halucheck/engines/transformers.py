@@ -72,9 +72,9 @@ class TransformersEngine(Engine):
     once), ``prefill_batch`` (rows per prompt pass, default 8: bounds the pass's activation memory),
     ``threads`` (torch threads, default: the cores this process may use), ``dtype`` (load dtype; default:
     as saved, except that bfloat16 or float16 weights load in float32 on a CPU without native matmuls for
-    them, see :func:`load_dtype`), ``whitespace_pattern`` (regex for JSON whitespace), ``prefix_cache_mb`` (KV of shared prompt prefixes kept between calls,
-    in MiB; 0 turns reuse off). ``model`` is a known model name (see ``halucheck.weights``) or a local
-    transformers folder.
+    them, see :func:`load_dtype`), ``whitespace_pattern`` (regex for JSON whitespace), ``prefix_cache_mb``
+    (KV of shared prompt prefixes kept between calls, in MiB; 0 turns reuse off). ``model`` is a known
+    model name (see ``halucheck.weights``) or a local transformers folder.
     """
 
     name = "transformers"
