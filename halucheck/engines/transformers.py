@@ -315,7 +315,8 @@ class TransformersEngine(Engine):
 
         A row leaves the batch the step it finishes (its KV and mask rows are dropped). A decode step reads
         every weight once whatever the rows, so more rows per step are cheaper per row: measured with the
-        1.5B on two cores, 1,000-token prompts, 253 / 285 / 437 / 745 ms per step at 1 / 8 / 16 / 32 rows.
+        1.5B on two cores, 1,000-token prompts, 264 / 313 / 415 / 721 ms per step at 1 / 8 / 16 / 32 rows
+        (``scripts/bench_decode_step.py``).
         """
         import torch
 
@@ -449,9 +450,9 @@ def _attention(module, query, key, value, attention_mask, dropout=0.0, scaling=N
     that share a key/value head are multiplied with it as one small matrix, in float32.
 
     Why: torch's CPU sdpa kernel (flash attention for CPU) is built for long queries; for one token it
-    took 10.6 ms per layer with 8 rows of 1,000 cached tokens of the 1.5B (12 query heads, 2 key/value
-    heads) on two cores, and this 1.9 ms, with a smaller error against a float32 reference (5e-4 vs
-    bf16 sdpa's 1.3e-3). Returns (output as (batch, 1, heads, dim), None), as sdpa's does."""
+    took 10.5 ms per layer with 8 rows of 1,000 cached tokens of the 1.5B (12 query heads, 2 key/value
+    heads, bfloat16) on two cores, and this 2.1 ms, with a smaller error against a float32 reference
+    (4.9e-4 vs 6.5e-4; ``scripts/bench_decode_step.py``). Returns (output as (batch, 1, heads, dim), None), as sdpa's does."""
     import torch
 
     if query.shape[2] != 1:

@@ -1,0 +1,110 @@
+#!/usr/bin/env python
+"""Decode-step cost of the embedded engine, and its attention for one query token vs torch's sdpa.
+
+1. The model's decode step (one token per row, KV of ``--prompt`` tokens per row, prompts computed in
+   passes of 8 rows and joined, as the engine does) at 1, 8, 16 and 32 rows: the median of 10 steps.
+2. One layer's attention for one query token at ``--rows`` rows (the 1.5B's shape: 12 query heads, 2
+   key/value heads, head size 128, bfloat16 tensors, 50 padded positions per row): torch's sdpa (the
+   kernel transformers' sdpa path calls) vs the engine's ``_attention``, each the mean of 20 calls, and
+   each one's largest error against a float32 reference.
+
+    OMP_WAIT_POLICY=PASSIVE python scripts/bench_decode_step.py --model qwen2.5-coder-1.5b-instruct
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+
+def step_times(model: str, prompt: int, rows_list: list[int]) -> dict[int, float]:
+    import torch
+
+    from halucheck.engines import create_engine
+    from halucheck.engines.transformers import _cache_name, _merge
+
+    engine = create_engine("transformers", model=model)
+    out = {}
+    for rows in rows_list:
+        ids = torch.randint(100, 5000, (rows, prompt))
+        mask = torch.ones_like(ids)
+        with torch.inference_mode():
+            parts = []
+            for i in range(0, rows, 8):
+                o = engine._forward(ids[i:i + 8], mask[i:i + 8], mask[i:i + 8].cumsum(-1) - 1, None)
+                parts.append((o.logits[:, -1].float(), getattr(o, _cache_name()), mask[i:i + 8]))
+            _, cache, m = parts[0] if len(parts) == 1 else _merge(parts)
+            step = torch.randint(100, 5000, (rows, 1))
+            times = []
+            for _ in range(12):
+                m = torch.cat([m, m.new_ones((rows, 1))], 1)
+                t0 = time.perf_counter()
+                engine._forward(step, m, m.sum(-1, keepdim=True) - 1, cache)
+                times.append(time.perf_counter() - t0)
+        out[rows] = statistics.median(times[2:]) * 1000
+        print(f"decode step, {rows:3d} rows: {out[rows]:.0f} ms ({out[rows] / rows:.0f} ms per row)", flush=True)
+    return out
+
+
+def attention_times(rows: int, length: int) -> dict[str, float]:
+    import torch
+    import torch.nn.functional as F
+
+    from halucheck.engines.transformers import _attention
+
+    class Layer(torch.nn.Module):
+        num_key_value_groups = 6
+        is_causal = True
+
+    heads, kv_heads, dim = 12, 2, 128
+    q = torch.randn(rows, heads, 1, dim, dtype=torch.bfloat16)
+    k = torch.randn(rows, kv_heads, length, dim, dtype=torch.bfloat16)
+    v = torch.randn_like(k)
+    mask = torch.ones(rows, 1, 1, length, dtype=torch.bool)
+    mask[..., :50] = False
+
+    def timed(f, n=20):
+        f()
+        t0 = time.perf_counter()
+        for _ in range(n):
+            f()
+        return (time.perf_counter() - t0) / n * 1000
+
+    ref = F.scaled_dot_product_attention(q.float(), k.float().repeat_interleave(6, 1),
+                                         v.float().repeat_interleave(6, 1), attn_mask=mask)
+    sdpa = lambda: F.scaled_dot_product_attention(q, k, v, attn_mask=mask, enable_gqa=True)  # noqa: E731
+    ours = lambda: _attention(Layer(), q, k, v, mask, scaling=dim**-0.5)[0]  # noqa: E731
+    out = {"sdpa_ms": timed(sdpa), "ours_ms": timed(ours),
+           "sdpa_err": (sdpa().float() - ref).abs().max().item(),
+           "ours_err": (ours().transpose(1, 2).float() - ref).abs().max().item()}
+    print(f"attention, one query token, {rows} rows x {length} keys: sdpa {out['sdpa_ms']:.1f} ms "
+          f"(error {out['sdpa_err']:.1e}), ours {out['ours_ms']:.1f} ms (error {out['ours_err']:.1e})", flush=True)
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--model", default="qwen2.5-coder-1.5b-instruct")
+    ap.add_argument("--prompt", type=int, default=1000, help="prompt tokens per row")
+    ap.add_argument("--rows", default="1,8,16,32")
+    ap.add_argument("--attention-rows", type=int, default=8)
+    args = ap.parse_args()
+    import torch
+
+    torch.set_num_threads(len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count())
+    result = {"attention": attention_times(args.attention_rows, args.prompt)}
+    steps = step_times(args.model, args.prompt, [int(r) for r in args.rows.split(",")])
+    result["step_ms"] = {str(k): round(v, 1) for k, v in steps.items()}
+    print(json.dumps(result))
+
+
+if __name__ == "__main__":
+    main()
