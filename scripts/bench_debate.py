@@ -46,8 +46,9 @@ Engines (``--engine``):
     then on (``halucheck.engines.prefix_cache``); each role's sampling from models.yaml (greedy, with its
     repetition controls and max_tokens), as ``halucheck run`` debates. Prints prompt tokens actually prefilled,
     claims/s, peak RSS of each run (sampled from /proc every 0.1 s) and the cache's peak size, and
-    whether every reply matched the reply to the same prompt (token ids) in the other run. The JSON line holds ``prefill_ratio`` (prefilled with
-    reuse / without), ``wall_speedup`` (claims/s with / without) and ``identical``.
+    whether every reply matched the reply to the same prompt (token ids) in the other run. The JSON line
+    holds ``prefill_ratio`` (prefilled with reuse / without), ``wall_speedup`` (claims/s with / without)
+    and ``identical``.
 
 ``vllm``
     A running vLLM OpenAI-compatible server (``--profile vllm``, base_url from the profile): the same
