@@ -406,15 +406,13 @@ def compare_prefix_reuse(args, engine, agents, cfg, jobs, n) -> dict:
     # every reply's text keyed by its prompt's token ids, so a reply is compared with the reply to the same
     # prompt, whatever batch it ran in
     generated: dict[tuple, list] = {}
-    generate_batch = engine._generate_batch
+    finish = engine._finish
 
-    def recording(batch, key):
-        results = generate_batch(batch, key)
-        for p, res in zip(batch, results):
-            generated.setdefault(tuple(p.input_ids), []).append(res.text)
-        return results
+    def recording(row):
+        generated.setdefault(tuple(row.input_ids), []).append(engine.tokenizer.decode(row.tokens))
+        finish(row)
 
-    engine._generate_batch = recording
+    engine._finish = recording
     cache = engine.prefix_cache or PrefixCache(2048 * 2**20)
     runs = {}
     for label, prefix_cache in (("no reuse", None), ("reuse", cache)):
@@ -434,10 +432,10 @@ def compare_prefix_reuse(args, engine, agents, cfg, jobs, n) -> dict:
         print(f"{label:>9}: {wall:8.1f} s  {n / wall:.4f} claims/s  calls {st.llm_calls}  steps {st.steps}  "
               f"prompt tokens {st.prompt_tokens}  prefilled {runs[label]['prefilled_tokens']}  "
               f"completion {st.completion_tokens}  peak RSS {runs[label]['peak_rss_mib']} MiB", flush=True)
-    del engine._generate_batch
+    del engine._finish
     off, on = runs["no reuse"], runs["reuse"]
     if not off["replies"] or not on["replies"]:
-        raise SystemExit("no reply was recorded: the engine's _generate_batch was not called; fix the recording")
+        raise SystemExit("no reply was recorded: the engine's _finish was not called; fix the recording")
     # once a reply differs, that debate's later prompts differ too: compare replies to the same prompt, and
     # count the prompts only one run sent apart
     common = off["replies"].keys() & on["replies"].keys()
@@ -457,7 +455,7 @@ def compare_prefix_reuse(args, engine, agents, cfg, jobs, n) -> dict:
     print(f"prefix reuse: {out['prefill_ratio']} of the prompt tokens prefilled, {out['wall_speedup']}x claims/s, "
           f"replies identical: {identical} ({differ} of the {len(common)} prompts both runs sent got another reply; "
           f"{one_run_only} prompts sent by one run only), cache peak "
-          f"{out['cache_peak_mib']} MiB for {min(n, args.in_flight or 4 * engine.max_batch)} debates in flight, "
+          f"{out['cache_peak_mib']} MiB for {min(n, args.in_flight or engine.max_batch)} debates in flight, "
           f"load average now {os.getloadavg()[0]:.1f}", flush=True)
     return out
 

@@ -208,33 +208,36 @@ def test_prefix_reuse_gives_the_same_greedy_tokens(engine32):
     engine = engine32
     first, later = _debate_requests(24)
     captured: list = []
-    decode = engine._decode
+    finish = engine._finish
 
-    def recording(*args, **kwargs):
-        tokens, ended = decode(*args, **kwargs)
-        captured.append(tokens)
-        return tokens, ended
+    def recording(row):
+        captured.append(row.tokens)
+        finish(row)
 
-    engine._decode = recording
+    engine._finish = recording
     cache = engine.prefix_cache
+    rows: list[int] = []
+    forward = engine._forward
+    engine._forward = lambda ids, *a: rows.append(ids.shape[0]) or forward(ids, *a)
     try:
         engine.generate(first)  # stores each claim's prompt
         assert len(cache) == 3
         captured.clear()
+        rows.clear()
         before = engine.prefilled_tokens
         with_reuse = engine.generate(later)
-        prefilled_with, tokens_with = engine.prefilled_tokens - before, captured[:]
+        prefilled_with, tokens_with = engine.prefilled_tokens - before, sorted(captured)
 
         engine.prefix_cache = None
         captured.clear()
         before = engine.prefilled_tokens
         without = engine.generate(later)
-        prefilled_without, tokens_without = engine.prefilled_tokens - before, captured[:]
+        prefilled_without, tokens_without = engine.prefilled_tokens - before, sorted(captured)
     finally:
-        del engine._decode
+        del engine._finish, engine._forward
         engine.prefix_cache = cache
 
-    assert len(tokens_with) == 1 and len(tokens_with[0]) == 9  # one batch of nine rows
+    assert rows[:3] == [8, 1, 9] and len(tokens_with) == 9  # prompt passes of 8 and 1, then nine rows decoding
     assert tokens_with == tokens_without
     assert [r.text for r in with_reuse] == [r.text for r in without]
     # every later call reused its claim's shared start; the two others' are kept apart
@@ -265,3 +268,62 @@ def test_prompt_passes_join_into_one_decode_with_the_same_greedy_tokens(engine32
     assert rows[:2] == [9, 9]
     assert [r.text for r in joined] == [r.text for r in single]
     assert all(r.completion_tokens > 0 for r in joined)
+
+
+def test_a_request_joins_the_running_batch_and_leaves_it_alone(engine32, monkeypatch):
+    """Continuous batching: a request sent while another is decoding has its prompt computed and joins the
+    running batch (decode steps of two rows), is answered as soon as it ends while the first goes on, and
+    both get the same greedy tokens as alone."""
+    import threading
+
+    from halucheck.engines import Request, SamplingParams
+
+    engine = engine32
+    count = lambda n: Request(messages=({"role": "user", "content": f"Count from {n} to 200, comma separated."},),  # noqa: E731
+                              sampling=SamplingParams(max_tokens=40))
+    short = Request(messages=({"role": "user", "content": "Name one colour. One word."},),
+                    sampling=SamplingParams(max_tokens=12))
+    monkeypatch.setattr(engine, "prefix_cache", None)
+    alone_long, alone_short = engine.generate([count(1)])[0], engine.generate([short])[0]
+
+    rows: list[int] = []
+    finished: list[str] = []
+    started = threading.Event()
+    forward, finish = engine._forward, engine._finish
+
+    def counting(ids, *a):
+        rows.append(ids.shape[0])
+        if len(rows) == 5:  # the long request has decoded a few tokens alone
+            started.set()
+        return forward(ids, *a)
+
+    monkeypatch.setattr(engine, "_forward", counting)
+    monkeypatch.setattr(engine, "_finish", lambda row: finished.append(row.request.messages[0]["content"]) or finish(row))
+    first = engine._submit([count(1)])[0]
+    assert started.wait(120)
+    [second] = engine._submit([short])
+    joined_short = second.result(300)
+    assert not first.done(), "the short request is answered while the long one is still decoding"
+    joined_long = first.result(300)
+
+    assert rows[:5] == [1] * 5 and rows[5] == 1  # the long one alone, then the short one's prompt pass
+    assert 2 in rows[6:] and rows[-1] == 1  # both decode together; the long one ends alone
+    assert finished == [short.messages[0]["content"], count(1).messages[0]["content"]]
+    assert joined_long.text == alone_long.text and joined_short.text == alone_short.text
+    assert joined_long.completion_tokens == 40 and joined_long.capped
+
+
+def test_close_answers_every_waiting_caller():
+    if weights.status(MODEL) == "not installed":
+        pytest.skip(f"{MODEL} weights are not installed (halucheck models pull {MODEL})")
+    from halucheck.engines import Request, SamplingParams, create_engine
+    from halucheck.errors import EngineError
+
+    eng = create_engine("transformers", model=MODEL, max_batch=1, prefix_cache_mb=0)
+    ask = Request(messages=({"role": "user", "content": "Count to 500."},), sampling=SamplingParams(max_tokens=200))
+    futures = eng._submit([ask, ask])  # one decodes, one waits for room
+    eng.close()
+    assert all(f.done() for f in futures)
+    assert all(isinstance(f.exception(), EngineError) for f in futures)
+    [after] = eng.generate([ask])  # an engine failure is the request's error, not a crash
+    assert "closed" in after.error

@@ -72,32 +72,54 @@ def test_no_repeat_ngram_never_bans_every_allowed_token():
     assert row[4] == 1.0
 
 
-def _guides(regex: str | None, sampling: SamplingParams, prompt: list[int]):
+def _row(regex: str | None, sampling: SamplingParams, prompt: list[int]):
+    from concurrent.futures import Future
+
     from outlines_core import Index, Vocabulary
 
     vocab = Vocabulary(9, {"x": [1], "y": [2], "t": [3], "f": [4]})
     index = Index(regex, vocab) if regex else None
-    return tf._RowGuides(indexes=[index], eos_ids=[9], want_logprobs=[True], sampling=[sampling], prompts=[prompt])
+    request = Request(MSG, sampling=sampling, logprobs=True)
+    return tf._Row(request, prompt, (None, 0), Future(), 0.0, index=index, eos_ids=[9], seen=prompt)
 
 
 def test_penalties_apply_in_free_text_only_and_logprobs_come_before_them(monkeypatch):
     monkeypatch.setattr(ngrams, "FREE_TEXT_MIN_TOKENS", 3)
     s = SamplingParams(presence_penalty=5.0)
-    # free text: x or y, then a two-way verdict t / f; the reply so far said "x" and "t"... here: "x"
-    g = _guides(r"[xy]{0,4}(t|f)", s, prompt=[0])
-    scores = torch.zeros(1, 10)
-    g.process([0], scores.clone())  # step 0: allowed x, y, t, f (4 >= 3: free text)
-    g.advance([0], [1])
-    out = g.process([0], torch.zeros(1, 10))  # the reply said "x": x is penalised
-    assert out[0, 1] == pytest.approx(-5.0) and out[0, 2] == 0.0
-    # logprobs recorded for this step are those before the penalty: uniform over the 4 allowed tokens
-    assert g._last_logprobs[0, 1].item() == pytest.approx(math.log(1 / 4))
+    # free text: x or y, then a two-way verdict t / f; the reply so far said "x"
+    row = _row(r"[xy]{0,4}(t|f)", s, prompt=[0])
+    row.process(torch.zeros(10))  # step 0: allowed x, y, t, f (4 >= 3: free text)
+    assert row.advance(1) is False
+    out = row.process(torch.zeros(10))  # the reply said "x": x is penalised
+    assert out[1] == pytest.approx(-5.0) and out[2] == 0.0
+    # the logprob recorded for this step is the one before the penalty: uniform over the 4 allowed tokens
+    row.advance(1)
+    assert row.logprobs[-1] == pytest.approx(math.log(1 / 4))
 
     # a verdict position (2 tokens allowed) is never penalised, even for a token already said
-    g = _guides(r"(t|f)", s, prompt=[0])
-    g.penalties[0].add(3)
-    out = g.process([0], torch.zeros(1, 10))
-    assert out[0, 3] == 0.0 and out[0, 4] == 0.0 and out[0, 1] == float("-inf")
+    row = _row(r"(t|f)", s, prompt=[0])
+    row.penalties.add(3)
+    out = row.process(torch.zeros(10))
+    assert out[3] == 0.0 and out[4] == 0.0 and out[1] == float("-inf")
+
+
+def test_a_row_ends_at_its_end_token_or_its_max_tokens():
+    row = _row(None, SamplingParams(max_tokens=2), prompt=[0])
+    assert row.advance(5) is False and row.advance(6) is True and not row.ended  # capped
+    row = _row(None, SamplingParams(max_tokens=2), prompt=[0])
+    assert row.advance(9) is True and row.ended and row.tokens == []  # the end token is not reply text
+
+
+def test_a_seeded_sample_depends_on_its_own_seed_only():
+    """As vLLM's: the same seed gives the same sample whatever else was drawn before (other rows)."""
+    scores = torch.zeros(10)
+    draw = lambda seed: [_row(None, SamplingParams(temperature=1.0, seed=seed), [0]).choose(scores.clone())  # noqa: E731
+                         for _ in range(3)]
+    torch.manual_seed(0)
+    first = draw(7)
+    torch.rand(100)  # the global generator moves on; seeded rows do not use it
+    assert draw(7) == first
+    assert len({tuple(draw(s)) for s in range(8)}) > 1  # other seeds, other samples
 
 
 def test_server_request_carries_the_penalties(monkeypatch):

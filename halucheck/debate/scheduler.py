@@ -3,13 +3,14 @@
 Each debate is sequential (one agent after another), so throughput comes from keeping many debates in
 flight. Two ways to drive them, chosen from the engines serving the roles:
 
-* batch engines (``transformers``, ``vllm-local``, ``fake``): lock-step — every in-flight debate has exactly
+* batch engines (``vllm-local``, ``fake``): lock-step — every in-flight debate has exactly
   one ready call. Several batches' worth of debates are kept in flight and each engine gets its
   longest-waiting calls in full chunks of ``max_batch``: with only one batch in flight, debates that reach
   consensus early would leave the next batches half empty while the long debates run out.
-* server engines (``vllm``: ``engine.streaming`` is True): each call is its own HTTP request, up to the
-  engine's concurrency bound; the moment one returns, its debate's next call is sent (continuous
-  batching on the server does the rest), and a debate that ends frees its slot at once.
+* streaming engines (``engine.streaming`` is True: ``vllm`` servers, and ``transformers``, whose decode loop
+  batches continuously): each call is sent on its own, up to the engine's concurrency bound (``max_batch``);
+  the moment one returns, its debate's next call is sent (the engine's continuous batching does the
+  rest), and a debate that ends frees its slot at once.
 
 Identical claims (same statement and evidence) are debated once and share the verdict.
 """

@@ -1,13 +1,15 @@
-"""The embedded CPU engine: transformers generation, batched, with JSON-schema-constrained decoding by
-Outlines (outlines_core's regex index and guides).
+"""The embedded CPU engine: transformers generation with continuous batching, and JSON-schema-constrained
+decoding by Outlines (outlines_core's regex index and guides).
 
-How a batch runs: requests are rendered with the model's chat template, grouped by sampling mode
-(greedy, or temperature/top_p/seed), sorted by prompt length (so little padding is wasted) and cut into
-batches of ``max_batch``. A batch's prompts are computed in left-padded chunks of ``prefill_batch`` rows
-(one forward pass each), joined into one batch and decoded together, a token per step, by our own loop
-(:meth:`TransformersEngine._decode`), in which a row leaves the batch as soon as it ends. Requests with
-different schemas, or none, share a batch: each row keeps its own Outlines guide. Results come back in
-input order.
+How requests run: one decode loop per engine (a thread, :meth:`TransformersEngine._serve`) keeps a batch
+of up to ``max_batch`` rows. Every step it first admits waiting requests into the free rows — their
+prompts, rendered with the model's chat template, are computed in left-padded passes of ``prefill_batch``
+rows (one forward pass each) and their KV joined to the running batch's — then decodes one token for
+every row (our own loop, not ``generate``). A row that ends leaves the batch that step and its caller has
+the reply at once, so a debate's next call can join the batch while the others are still decoding
+(``streaming = True``: the debate scheduler sends each call on its own, as to a vLLM server). Requests
+with different schemas, sampling settings, or none share a batch: each row keeps its own Outlines guide,
+repetition controls and random generator.
 
 Prefix reuse: requests that share a ``prefix_group`` (a debate's calls about one claim) reuse the KV
 of their common token prefix (system prompt, evidence, claim) from the group's earlier calls
@@ -17,8 +19,8 @@ longest one, and the rest of its prompt follows after its own padding:
 positions count only unmasked tokens, so every row computes exactly what it would alone. Rows without
 a hit have an empty prefix, which is plain left padding.
 
-Greedy when temperature is 0; otherwise sampling, seeded per batch: a seed reproduces a
-batch, and requests sharing a seed in one batch still get different samples (they are different rows).
+Greedy when temperature is 0; otherwise sampling, seeded per request as vLLM's: a seed reproduces its
+request's sample whatever else shares the batch.
 Per-token logprobs, when asked for, are those of the constrained distribution (after the schema mask,
 before temperature), as vLLM computes them: a token the schema forces has log-probability 0.
 """
@@ -38,8 +40,10 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")  # weights are local folders; never
 
 import functools
 import json
+import threading
 import time
-from dataclasses import dataclass
+from collections import deque
+from concurrent.futures import Future
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -47,29 +51,22 @@ from halucheck.engines import ngrams
 from halucheck.engines.base import Engine, Request, Result
 from halucheck.engines.index_cache import IndexCache
 from halucheck.engines.prefix_cache import PrefixCache
-from halucheck.errors import ConfigError, EngineError
+from halucheck.errors import ConfigError, EngineError, HalucheckError
 
 DEFAULT_MODEL = "qwen2.5-coder-1.5b-instruct"
 # JSON whitespace allowed between tokens. Outlines' default allows any run of spaces and newlines, and
 # small models then fill max_tokens with newlines; one optional space keeps replies compact and valid.
 DEFAULT_WHITESPACE = r"[ ]?"
 # Bytes of prefix KV kept between calls. The 1.5B model keeps 28 KiB per token in bfloat16, so a debate's
-# ~1,000-token shared prefix takes ~28 MiB and 2 GiB holds ~70 debates in flight (4 x max_batch is 64).
+# ~1,000-token shared prefix takes ~28 MiB and 2 GiB holds ~70 debates in flight (the scheduler keeps max_batch, 16).
 DEFAULT_PREFIX_CACHE_MB = 2048
-
-
-@dataclass
-class _Prepared:
-    index: int  # position in the caller's list
-    request: Request
-    input_ids: list[int]
 
 
 class TransformersEngine(Engine):
     """transformers + Outlines on the CPU (``engine: transformers`` in models.yaml).
 
-    Options: ``max_batch`` (requests decoded together, default 16: what the scheduler hands over at
-    once), ``prefill_batch`` (rows per prompt pass, default 8: bounds the pass's activation memory),
+    Options: ``max_batch`` (rows decoded together, default 16; the debate scheduler keeps as many debates
+    in flight), ``prefill_batch`` (rows per prompt pass, default 8: bounds the pass's activation memory),
     ``threads`` (torch threads, default: the cores this process may use), ``dtype`` (load dtype; default:
     as saved, except that bfloat16 or float16 weights load in float32 on a CPU without native matmuls for
     them, see :func:`load_dtype`), ``whitespace_pattern`` (regex for JSON whitespace), ``prefix_cache_mb``
@@ -78,6 +75,7 @@ class TransformersEngine(Engine):
     """
 
     name = "transformers"
+    streaming = True  # each call may come on its own: the decode loop joins it to the running batch
 
     def __init__(
         self,
@@ -104,10 +102,17 @@ class TransformersEngine(Engine):
         self._tok_key: str | None = None
         self.index_cache = IndexCache()
         self.load_seconds = 0.0
-        self._load(threads, dtype)
+        self.threads = int(threads) if threads else _usable_cores()
+        # the decode loop's inbox: (request, future, time queued); see _serve
+        self._waiting: deque[tuple[Request, Future, float]] = deque()
+        self._wake = threading.Condition()
+        self._worker: threading.Thread | None = None
+        self._closed = False
+        self._prefix_lock = threading.Lock()  # release() comes from the callers' threads
+        self._load(dtype)
 
     # -- loading --------------------------------------------------------------------------------
-    def _load(self, threads: int | None, dtype: str | None) -> None:
+    def _load(self, dtype: str | None) -> None:
         from halucheck import weights
 
         path = weights.resolve(self.model)  # ModelNotInstalled / ConfigError: the user can fix those
@@ -130,7 +135,7 @@ class TransformersEngine(Engine):
                 stacklevel=3,
             )
         # Default: every core this process may run on. More threads than cores only adds contention.
-        torch.set_num_threads(int(threads) if threads else _usable_cores())
+        torch.set_num_threads(self.threads)
         if dtype and not isinstance(getattr(torch, dtype, None), torch.dtype):
             raise ConfigError(
                 f"dtype {dtype!r} is not a torch dtype; use bfloat16 or float32 (or leave it out)"
@@ -217,21 +222,94 @@ class TransformersEngine(Engine):
 
     # -- generation -----------------------------------------------------------------------------
     def _complete(self, requests: Sequence[Request]) -> list[Result]:
-        prepared = [
-            _Prepared(i, r, self._encode(r.messages)) for i, r in enumerate(requests)
-        ]
-        groups: dict[tuple, list[_Prepared]] = {}
-        for p in prepared:
-            groups.setdefault(_sampling_key(p.request), []).append(p)
-        results: list[Result | None] = [None] * len(requests)
-        for key, members in groups.items():
-            # Longest first: similar lengths share a prompt pass, and memory peaks on the first one.
-            members.sort(key=lambda p: len(p.input_ids), reverse=True)
-            for start in range(0, len(members), self.max_batch):
-                batch = members[start : start + self.max_batch]
-                for p, res in zip(batch, self._generate_batch(batch, key)):
-                    results[p.index] = res
-        return results  # type: ignore[return-value]
+        """Hand the requests to the decode loop and wait for their replies (in input order). A request
+        that cannot be prepared (a schema Outlines cannot compile) fails alone."""
+        futures = self._submit(requests)
+        results = []
+        for future in futures:
+            try:
+                results.append(future.result())
+            except HalucheckError as exc:
+                results.append(Result(error=str(exc)))
+        return results
+
+    def _submit(self, requests: Sequence[Request]) -> list[Future]:
+        """Queue requests for the decode loop (started on first use); all at once, so the loop admits
+        them together."""
+        futures = [Future() for _ in requests]
+        with self._wake:
+            if self._closed:
+                raise EngineError("the transformers engine was closed; create a new one")
+            if self._worker is None:
+                self._worker = threading.Thread(target=self._serve, name="halucheck-decode", daemon=True)
+                self._worker.start()
+            now = time.perf_counter()
+            self._waiting.extend((r, f, now) for r, f in zip(requests, futures))
+            self._wake.notify()
+        return futures
+
+    def _serve(self) -> None:
+        """The decode loop (one thread per engine): admit waiting requests into the running batch while it
+        has room, then decode one token for every row; a row that ends leaves the batch and its caller
+        gets the reply at once."""
+        import torch
+
+        torch.set_num_threads(self.threads)  # OpenMP's thread count is per calling thread
+        batch: _Batch | None = None
+        with torch.inference_mode():
+            while True:
+                with self._wake:
+                    while not self._waiting and batch is None and not self._closed:
+                        self._wake.wait()
+                    if self._closed:
+                        break
+                    room = self.max_batch - (len(batch.rows) if batch else 0)
+                    taken = [self._waiting.popleft() for _ in range(min(room, len(self._waiting)))]
+                if taken:
+                    batch = self._admit(batch, taken)
+                if batch is not None:
+                    try:
+                        batch = self._step(batch)
+                    except Exception as exc:  # the batch is lost: every caller in it hears why
+                        for row in batch.rows:
+                            row.future.set_exception(exc)
+                        batch = None
+        for row in batch.rows if batch else []:
+            row.future.set_exception(EngineError("the transformers engine was closed while decoding"))
+
+    def _admit(self, batch: "_Batch | None", taken: list[tuple[Request, Future, float]]) -> "_Batch | None":
+        """Prepare the taken requests, compute their prompts in passes of ``prefill_batch`` rows (longest
+        first) and join them to the running batch."""
+        rows = []
+        for request, future, since in taken:
+            try:
+                rows.append(self._row(request, future, since))
+            except Exception as exc:  # this request only (e.g. a schema Outlines cannot compile)
+                future.set_exception(exc)
+        rows.sort(key=lambda r: len(r.input_ids), reverse=True)
+        try:
+            parts = [self._prefill(rows[i : i + self.prefill_batch]) for i in range(0, len(rows), self.prefill_batch)]
+        except Exception as exc:  # the running batch is untouched; these callers hear why
+            for row in rows:
+                row.future.set_exception(exc)
+            return batch
+        if batch is not None:
+            parts.insert(0, (batch.logits, batch.cache, batch.mask))
+            rows = batch.rows + rows
+        if not parts:
+            return batch
+        return _Batch(rows, *(parts[0] if len(parts) == 1 else _merge(parts)))
+
+    def _row(self, request: Request, future: Future, since: float) -> "_Row":
+        input_ids = self._encode(request.messages)
+        cached = self._cached_prefix(request, input_ids)
+        return _Row(
+            request, input_ids, cached, future, since,
+            index=self._index_for(request.schema) if request.schema else None,
+            eos_ids=self.eos_ids,
+            seen=input_ids if request.avoid is None else self._tokens(request.avoid),
+            quote=self._tokens(request.quote) if request.quote else [],
+        )
 
     def _encode(self, messages: Sequence[dict]) -> list[int]:
         text = self.tokenizer.apply_chat_template(
@@ -243,109 +321,71 @@ class TransformersEngine(Engine):
     def _tokens(self, text: str) -> list[int]:
         return self.tokenizer(text, add_special_tokens=False)["input_ids"] if text else []
 
-    def _generate_batch(self, batch: list[_Prepared], key: tuple) -> list[Result]:
-        """Prompt passes of ``prefill_batch`` rows, then one decode of the whole batch."""
-        import torch
-
-        cached = [self._cached_prefix(p) for p in batch]
-        max_tokens = [max(1, p.request.sampling.max_tokens) for p in batch]
-        guide = _RowGuides(
-            indexes=[self._index_for(p.request.schema) if p.request.schema else None for p in batch],
-            eos_ids=self.eos_ids,
-            want_logprobs=[p.request.logprobs for p in batch],
-            sampling=[p.request.sampling for p in batch],
-            prompts=[p.input_ids if p.request.avoid is None else self._tokens(p.request.avoid) for p in batch],
-            quotes=[self._tokens(p.request.quote) if p.request.quote else [] for p in batch],
-        )
-        t0 = time.perf_counter()
-        with torch.inference_mode():
-            parts = [self._prefill(batch[i : i + self.prefill_batch], cached[i : i + self.prefill_batch])
-                     for i in range(0, len(batch), self.prefill_batch)]
-            logits, cache, mask = parts[0] if len(parts) == 1 else _merge(parts)
-            del parts
-            tokens, ended = self._decode(logits, cache, mask, guide, _Sampler(key), max_tokens)
-        elapsed = time.perf_counter() - t0
-
-        results = []
-        for row, p in enumerate(batch):
-            res = Result(
-                text=self.tokenizer.decode(tokens[row], skip_special_tokens=True),
-                prompt_tokens=len(p.input_ids),
-                cached_tokens=cached[row][1],
-                completion_tokens=len(tokens[row]) + ended[row],  # a generated end token counts
-                latency_s=elapsed,
-                capped=not ended[row],
-            )
-            if p.request.logprobs:
-                res.logprobs = [
-                    (self.tokenizer.decode([tok]), lp) for tok, lp in zip(tokens[row], guide.logprobs[row])
-                ]
-            results.append(res)
-        return results
-
-    def _prefill(self, chunk: list[_Prepared], cached: list[tuple[Any, int]]):
+    def _prefill(self, chunk: list["_Row"]):
         """One forward pass over the chunk's prompts; returns the last position's logits (float32), the
         KV cache and the attention mask. Each row: ``[pad][its cached prefix, n tokens][pad][the rest of
         its prompt]`` (see the module doc); only the rest is computed."""
         import torch
 
-        prefix_width = max(n for _, n in cached)
-        width = prefix_width + max(len(p.input_ids) - n for p, (_, n) in zip(chunk, cached))
+        prefix_width = max(r.cached[1] for r in chunk)
+        width = prefix_width + max(len(r.input_ids) - r.cached[1] for r in chunk)
         ids = torch.full((len(chunk), width), self.pad_id, dtype=torch.long)
         mask = torch.zeros((len(chunk), width), dtype=torch.long)
-        for row, (p, (_, n)) in enumerate(zip(chunk, cached)):
-            rest = p.input_ids[n:]
-            ids[row, prefix_width - n : prefix_width] = torch.tensor(p.input_ids[:n], dtype=torch.long)
-            ids[row, width - len(rest) :] = torch.tensor(rest, dtype=torch.long)
-            mask[row, prefix_width - n : prefix_width] = 1
-            mask[row, width - len(rest) :] = 1
+        for i, r in enumerate(chunk):
+            n = r.cached[1]
+            rest = r.input_ids[n:]
+            ids[i, prefix_width - n : prefix_width] = torch.tensor(r.input_ids[:n], dtype=torch.long)
+            ids[i, width - len(rest) :] = torch.tensor(rest, dtype=torch.long)
+            mask[i, prefix_width - n : prefix_width] = 1
+            mask[i, width - len(rest) :] = 1
             self.prefilled_tokens += len(rest)
-        past = self._batch_cache(cached, prefix_width) if prefix_width else None
+        past = self._batch_cache([r.cached for r in chunk], prefix_width) if prefix_width else None
         positions = (mask.cumsum(-1) - 1).masked_fill(mask == 0, 0)  # pads count no position
         out = self._forward(ids[:, prefix_width:], mask, positions[:, prefix_width:], past)
         cache = getattr(out, _cache_name())
-        self._keep_prefixes(chunk, cached, cache, width)
+        self._keep_prefixes(chunk, cache, width)
         return out.logits[:, -1, :].float(), cache, mask
 
-    def _decode(self, logits, cache, mask, guide: "_RowGuides", sampler: "_Sampler",
-                max_tokens: list[int]) -> tuple[list[list[int]], list[bool]]:
-        """Generate every row until it writes an end token or spends its ``max_tokens``, starting from
-        the prompts' last ``logits`` and their ``cache`` and ``mask``; returns each row's tokens (without
-        the end token) and whether it ended by itself.
+    def _step(self, batch: "_Batch") -> "_Batch | None":
+        """Choose every row's next token from its logits; rows that end (an end token or their own
+        ``max_tokens``) leave the batch and are answered; the rest compute their next logits.
 
-        A row leaves the batch the step it finishes (its KV and mask rows are dropped). A decode step reads
-        every weight once whatever the rows, so more rows per step are cheaper per row: measured with the
-        1.5B on two cores, 1,000-token prompts, 264 / 313 / 415 / 721 ms per step at 1 / 8 / 16 / 32 rows
-        (``scripts/bench_decode_step.py``).
-        """
+        A decode step reads every weight once whatever the rows, so more rows per step are cheaper per
+        row: measured with the 1.5B on two cores, 1,000-token prompts, 264 / 313 / 415 / 721 ms per step at
+        1 / 8 / 16 / 32 rows (``scripts/bench_decode_step.py``)."""
         import torch
 
-        tokens: list[list[int]] = [[] for _ in max_tokens]
-        ended = [False] * len(max_tokens)
-        active = list(range(len(max_tokens)))  # the batch row of each row still decoding
-        while True:
-            scores = guide.process(active, logits)
-            chosen = sampler(scores).tolist()
-            guide.advance(active, chosen)
-            keep = []
-            for i, (row, tok) in enumerate(zip(active, chosen)):
-                if tok in self.eos_ids:
-                    ended[row] = True
-                    continue
-                tokens[row].append(tok)
-                if len(tokens[row]) < max_tokens[row]:
-                    keep.append(i)
-            if not keep:
-                return tokens, ended
-            if len(keep) < len(active):
-                index = torch.tensor(keep, dtype=torch.long)
-                cache.batch_select_indices(index)
-                mask = mask[index]
-                active = [active[i] for i in keep]
-                chosen = [chosen[i] for i in keep]
-            mask = torch.cat([mask, mask.new_ones((len(active), 1))], dim=1)
-            step = torch.tensor(chosen, dtype=torch.long).unsqueeze(1)
-            logits = self._forward(step, mask, mask.sum(-1, keepdim=True) - 1, cache).logits[:, -1, :].float()
+        keep, chosen = [], []
+        for i, row in enumerate(batch.rows):
+            token = row.choose(batch.logits[i])
+            if row.advance(token):
+                self._finish(row)
+            else:
+                keep.append(i)
+                chosen.append(token)
+        if not keep:
+            return None
+        if len(keep) < len(batch.rows):
+            batch.select(keep)
+        batch.mask = torch.cat([batch.mask, batch.mask.new_ones((len(keep), 1))], dim=1)
+        step = torch.tensor(chosen, dtype=torch.long).unsqueeze(1)
+        out = self._forward(step, batch.mask, batch.mask.sum(-1, keepdim=True) - 1, batch.cache)
+        batch.logits = out.logits[:, -1, :].float()
+        return batch
+
+    def _finish(self, row: "_Row") -> None:
+        """Answer the row's caller."""
+        result = Result(
+            text=self.tokenizer.decode(row.tokens, skip_special_tokens=True),
+            prompt_tokens=len(row.input_ids),
+            cached_tokens=row.cached[1],
+            completion_tokens=len(row.tokens) + row.ended,  # a generated end token counts
+            latency_s=time.perf_counter() - row.since,
+            capped=not row.ended,
+        )
+        if row.request.logprobs:
+            result.logprobs = [(self.tokenizer.decode([t]), lp) for t, lp in zip(row.tokens, row.logprobs)]
+        row.future.set_result(result)
 
     def _forward(self, ids, mask, positions, cache):
         """One forward pass; only the last position's logits are computed (a prompt's full logits would
@@ -355,11 +395,12 @@ class TransformersEngine(Engine):
                              logits_to_keep=1, **kwargs)
 
     # -- prefix reuse ---------------------------------------------------------------------------
-    def _cached_prefix(self, p: _Prepared) -> tuple[Any, int]:
+    def _cached_prefix(self, request: Request, input_ids: list[int]) -> tuple[Any, int]:
         """The prefix cache's entry for this request's group and the tokens it serves, or (None, 0)."""
-        if self.prefix_cache is None or not p.request.prefix_group:
+        if self.prefix_cache is None or not request.prefix_group:
             return None, 0
-        return self.prefix_cache.match(p.request.prefix_group, p.input_ids)
+        with self._prefix_lock:
+            return self.prefix_cache.match(request.prefix_group, input_ids)
 
     def _batch_cache(self, cached: list[tuple[Any, int]], width: int) -> Any:
         """One DynamicCache for the chunk: each row's cached keys and values right-aligned in ``width``
@@ -381,28 +422,40 @@ class TransformersEngine(Engine):
             layers.append((keys, values))
         return DynamicCache(ddp_cache_data=layers)
 
-    def _keep_prefixes(self, chunk: list[_Prepared], cached: list[tuple[Any, int]], past: Any, width: int) -> None:
+    def _keep_prefixes(self, chunk: list["_Row"], past: Any, width: int) -> None:
         """Store the prompt KV of each grouped row that had no entry: its group's next call shares it.
         Such a row's prompt is contiguous and ends at ``width`` (it had no cached part)."""
-        if self.prefix_cache is None or past is None:
+        cache = self.prefix_cache
+        if cache is None or past is None:
             return
-        for row, (p, (entry, _)) in enumerate(zip(chunk, cached)):
-            group = p.request.prefix_group
-            if entry is not None or not group or group in self.prefix_cache.entries:
+        for i, row in enumerate(chunk):
+            group = row.request.prefix_group
+            if row.cached[0] is not None or not group or group in cache.entries:
                 continue
-            start = width - len(p.input_ids)
-            layers = [(layer.keys[row, :, start:width].clone(), layer.values[row, :, start:width].clone())
+            start = width - len(row.input_ids)
+            layers = [(layer.keys[i, :, start:width].clone(), layer.values[i, :, start:width].clone())
                       for layer in past.layers]
-            self.prefix_cache.store(group, p.input_ids, layers)
+            with self._prefix_lock:
+                cache.store(group, row.input_ids, layers)
 
     def release(self, groups) -> None:
         """Forget the cached prefixes of these groups (their calls are over)."""
         if self.prefix_cache is not None:
-            for group in groups:
-                self.prefix_cache.release(group)
+            with self._prefix_lock:
+                for group in groups:
+                    self.prefix_cache.release(group)
 
     def close(self) -> None:
-        """Drop the model, the schema indexes and the cached prefixes."""
+        """Stop the decode loop (callers still waiting hear so), drop the model, the schema indexes and the
+        cached prefixes."""
+        with self._wake:
+            self._closed = True
+            self._wake.notify()
+            waiting, self._waiting = list(self._waiting), deque()
+        for _, future, _ in waiting:
+            future.set_exception(EngineError("the transformers engine was closed before this request ran"))
+        if self._worker is not None and self._worker is not threading.current_thread():
+            self._worker.join()
         for attr in ("hf_model", "tokenizer"):
             if hasattr(self, attr):
                 delattr(self, attr)
@@ -524,138 +577,138 @@ def _cache_name() -> str:
     return "cache" if "cache" in CausalLMOutputWithPast.__dataclass_fields__ else "past_key_values"
 
 
+@functools.cache
+def _bit_shifts():
+    import torch
+
+    return torch.arange(32, dtype=torch.int32)
+
+
 def _usable_cores() -> int:
     if hasattr(os, "sched_getaffinity"):  # the cores this process may run on (containers, taskset)
         return max(1, len(os.sched_getaffinity(0)))
     return max(1, os.cpu_count() or 1)
 
 
-def _sampling_key(request: Request) -> tuple:
-    """Requests that can share one ``generate`` call (transformers takes one sampling setting per
-    call); max_tokens is per row and does not split groups."""
-    s = request.sampling
-    if s.temperature <= 0:
-        return ("greedy",)
-    return ("sample", float(s.temperature), float(s.top_p), s.seed)
+class _Batch:
+    """The running decode batch: its rows, their next-token logits (float32), KV cache and attention mask.
+    Every row's tokens are right-aligned; the mask hides each row's left padding."""
+
+    def __init__(self, rows: list["_Row"], logits: Any, cache: Any, mask: Any) -> None:
+        self.rows, self.logits, self.cache, self.mask = rows, logits, cache, mask
+
+    def select(self, keep: list[int]) -> None:
+        """Keep these rows only, and drop the columns that are padding in every row left."""
+        import torch
+
+        index = torch.tensor(keep, dtype=torch.long)
+        self.rows = [self.rows[i] for i in keep]
+        self.cache.batch_select_indices(index)
+        self.mask = self.mask[index]
+        start = int(self.mask.any(dim=0).to(torch.int8).argmax())
+        if start:
+            self.mask = self.mask[:, start:]
+            for layer in self.cache.layers:
+                layer.keys, layer.values = layer.keys[:, :, start:], layer.values[:, :, start:]
 
 
-class _RowGuides:
-    """Each row's own Outlines guide (or none) and repetition controls, applied to that row's logits at
-    every step, and the chosen tokens' log-probabilities.
+class _Row:
+    """One request being decoded: its Outlines guide (or none), repetition controls and sampling, the
+    tokens and log-probabilities so far, and the future its caller waits on.
 
-    Rows are the batch's rows; each call names the rows its logits belong to, in order (rows
-    that finished have left the batch). Log-probabilities are taken after the schema mask and before
-    temperature and repetition penalties, as vLLM computes them (its grammar bitmask is applied to the
-    logits its sampler reads; its default logprobs are the raw ones).
+    Log-probabilities are taken after the schema mask and before temperature and repetition penalties, as
+    vLLM computes them (its grammar bitmask is applied to the logits its sampler reads; its default
+    logprobs are the raw ones). Sampling is seeded per request, as vLLM's: the same seed gives the same
+    sample whatever else is in the batch.
     """
 
-    def __init__(
-        self,
-        indexes: list[Any],
-        eos_ids: list[int],
-        want_logprobs: list[bool],
-        sampling: list[Any] | None = None,
-        prompts: list[list[int]] | None = None,
-        quotes: list[list[int]] | None = None,
-    ) -> None:
-        """``prompts``: per row, the tokens its repetition controls count as already seen (the prompt,
-        or the text the request asked to avoid); ``quotes``: the tokens its repetition controls let it repeat."""
+    def __init__(self, request: Request, input_ids: list[int], cached: tuple[Any, int], future: Future,
+                 since: float, index: Any = None, eos_ids: Sequence[int] = (), seen: Sequence[int] = (),
+                 quote: Sequence[int] = ()) -> None:
+        """``seen``: the tokens its repetition controls count as already said (the prompt, or the text the
+        request asked to avoid); ``quote``: the tokens its repetition controls let it repeat."""
+        import torch
         from outlines_core import Guide
 
-        self.eos_ids = eos_ids
-        self.want = want_logprobs
-        self.rows = len(indexes)
-        self.sampling = sampling or [None] * self.rows
-        self.penalties = [_Penalties(s, prompt, quote) if s is not None and s.penalized else None
-                          for s, prompt, quote in zip(self.sampling, prompts or [[]] * self.rows,
-                                                      quotes or [[]] * self.rows)]
-        self.guides: list[Any] = [Guide(ix) if ix is not None else None for ix in indexes]
-        self.logprobs: list[list[float]] = [[] for _ in range(self.rows)]
-        self._last_logprobs = None  # (rows, vocab) log-softmax of the last processed step, if wanted
+        self.request, self.input_ids, self.cached = request, input_ids, cached
+        self.future, self.since = future, since
+        self.eos_ids = set(eos_ids)
+        s = request.sampling
+        self.sampling = s
+        self.max_tokens = max(1, s.max_tokens)
+        self.guide = Guide(index) if index is not None else None
+        self.penalties = _Penalties(s, seen, quote) if s.penalized else None
+        self.generator = None
+        if s.temperature > 0 and s.seed is not None:
+            self.generator = torch.Generator().manual_seed(int(s.seed))
+        self.tokens: list[int] = []
+        self.logprobs: list[float] = []
+        self.ended = False
         self._bitmask = None
-        self._shifts = None
+        self._last_logprobs = None  # log-softmax of the last processed scores, when logprobs are wanted
 
-    def process(self, rows: list[int], scores):
-        """Mask and penalise ``scores`` in place (``scores[i]`` are row ``rows[i]``'s logits) and return them."""
+    def process(self, scores):
+        """Mask and penalise one row of logits in place and return it."""
         import torch
         from outlines_core.kernels.torch import allocate_token_bitmask, fill_next_token_bitmask
 
-        if self._bitmask is None:
-            self._bitmask = allocate_token_bitmask(scores.shape[1])
-        free: list[Any] = [None] * len(rows)  # rows in free text: their allowed-token mask (or True)
-        for i, row in enumerate(rows):
-            guide = self.guides[row]
-            allowed = None
-            if guide is not None:
-                fill_next_token_bitmask(guide, self._bitmask)
-                allowed = self._allowed(scores.shape[1])
-                scores[i].masked_fill_(~allowed, float("-inf"))
-            # repetition controls shape free text only (see engines/ngrams.py), never a verdict's tokens
-            if self.penalties[row] is not None and (allowed is None or int(allowed.sum()) >= ngrams.FREE_TEXT_MIN_TOKENS):
-                free[i] = True if allowed is None else allowed
-        self._last_logprobs = None
-        if any(self.want[row] for row in rows):
-            self._last_logprobs = torch.log_softmax(scores, dim=-1)
-        for i, allowed in enumerate(free):
-            if allowed is not None:
-                self.penalties[rows[i]].apply(scores[i], None if allowed is True else allowed)
+        allowed = None
+        if self.guide is not None:
+            if self._bitmask is None:
+                self._bitmask = allocate_token_bitmask(scores.shape[0])
+            fill_next_token_bitmask(self.guide, self._bitmask)
+            allowed = _allowed(self._bitmask, scores.shape[0])
+            scores.masked_fill_(~allowed, float("-inf"))
+        self._last_logprobs = torch.log_softmax(scores, dim=-1) if self.request.logprobs else None
+        # repetition controls shape free text only (see engines/ngrams.py), never a verdict's tokens
+        if self.penalties is not None and (allowed is None or int(allowed.sum()) >= ngrams.FREE_TEXT_MIN_TOKENS):
+            self.penalties.apply(scores, allowed)
         return scores
 
-    def advance(self, rows: list[int], chosen: list[int]) -> None:
-        """Row ``rows[i]`` wrote ``chosen[i]`` (from the scores of the last :meth:`process`)."""
-        for i, (row, tok) in enumerate(zip(rows, chosen)):
-            if tok in self.eos_ids:
-                continue
-            if self.want[row] and self._last_logprobs is not None:
-                self.logprobs[row].append(float(self._last_logprobs[i, tok]))
-            if self.penalties[row] is not None:
-                self.penalties[row].add(tok)
-            if self.guides[row] is not None:
-                self.guides[row].advance(token_id=tok, return_tokens=False)
-
-    def _allowed(self, vocab_size: int):
-        """The guide's bitmask (32 tokens per int32) as a boolean row. Done eagerly: outlines_core's
-        own kernel is a torch.compile function, which costs seconds of C++ compilation per process on
-        the CPU and a compiler on the machine, to save a fraction of a millisecond per step."""
+    def choose(self, scores) -> int:
+        """The next token: the likeliest allowed one (greedy), or a sample after temperature and top-p
+        (nucleus) filtering, as transformers' warpers do."""
         import torch
 
-        if self._shifts is None:
-            self._shifts = torch.arange(32, dtype=torch.int32)
-        bits = (self._bitmask[0].unsqueeze(-1) >> self._shifts) & 1
-        allowed = bits.bool().view(-1)
-        # Logit rows may be wider than the tokenizer's vocabulary (padding ids): those stay banned.
-        if allowed.numel() < vocab_size:
-            allowed = torch.cat([allowed, allowed.new_zeros(vocab_size - allowed.numel())])
-        return allowed[:vocab_size]
-
-
-class _Sampler:
-    """Picks each row's next token from its processed logits: the most likely one (greedy), or a sample
-    after temperature and top-p (nucleus) filtering, as transformers' warpers do. The seed is set once
-    per chunk, so a seed reproduces a batch."""
-
-    def __init__(self, key: tuple) -> None:
-        import torch
-
-        self.greedy = key[0] == "greedy"
-        if not self.greedy:
-            _, self.temperature, self.top_p, seed = key
-            if seed is not None:
-                torch.manual_seed(seed)
-
-    def __call__(self, scores):
-        import torch
-
-        if self.greedy:
-            return scores.argmax(dim=-1)
-        scores = scores / self.temperature
-        if self.top_p < 1.0:
+        scores = self.process(scores)
+        s = self.sampling
+        if s.temperature <= 0:
+            return int(scores.argmax())
+        scores = scores / s.temperature
+        if s.top_p < 1.0:
             ordered, order = torch.sort(scores, descending=False)
-            cumulative = ordered.softmax(dim=-1).cumsum(dim=-1)
-            drop = cumulative <= (1 - self.top_p)
-            drop[:, -1] = False  # the most likely token always stays
-            scores = scores.masked_fill(drop.scatter(1, order, drop), float("-inf"))
-        return torch.multinomial(scores.softmax(dim=-1), num_samples=1).squeeze(1)
+            drop = ordered.softmax(dim=-1).cumsum(dim=-1) <= (1 - s.top_p)
+            drop[-1] = False  # the most likely token always stays
+            scores = scores.masked_fill(drop.scatter(0, order, drop), float("-inf"))
+        return int(torch.multinomial(scores.softmax(dim=-1), num_samples=1, generator=self.generator))
+
+    def advance(self, token: int) -> bool:
+        """The row wrote ``token`` (chosen from its last processed scores); True when it is done."""
+        if token in self.eos_ids:
+            self.ended = True
+            return True
+        if self._last_logprobs is not None:
+            self.logprobs.append(float(self._last_logprobs[token]))
+        if self.penalties is not None:
+            self.penalties.add(token)
+        if self.guide is not None:
+            self.guide.advance(token_id=token, return_tokens=False)
+        self.tokens.append(token)
+        return len(self.tokens) >= self.max_tokens
+
+
+def _allowed(bitmask, vocab_size: int):
+    """A guide's bitmask (32 tokens per int32) as a boolean row. Done eagerly: outlines_core's own kernel
+    is a torch.compile function, which costs seconds of C++ compilation per process on the CPU and a
+    compiler on the machine, to save a fraction of a millisecond per step."""
+    import torch
+
+    bits = (bitmask[0].unsqueeze(-1) >> _bit_shifts()) & 1
+    allowed = bits.bool().view(-1)
+    # Logit rows may be wider than the tokenizer's vocabulary (padding ids): those stay banned.
+    if allowed.numel() < vocab_size:
+        allowed = torch.cat([allowed, allowed.new_zeros(vocab_size - allowed.numel())])
+    return allowed[:vocab_size]
 
 
 class _Penalties:
