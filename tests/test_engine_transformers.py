@@ -327,3 +327,31 @@ def test_close_answers_every_waiting_caller():
     assert all(isinstance(f.exception(), EngineError) for f in futures)
     [after] = eng.generate([ask])  # an engine failure is the request's error, not a crash
     assert "closed" in after.error
+
+
+def test_a_failure_reaches_its_callers_and_the_decode_loop_goes_on(engine, monkeypatch):
+    """A request that cannot be prepared fails alone (its result says why); a failed forward pass raises in
+    the callers of its batch instead of leaving them waiting; the next request is served as before."""
+    from halucheck.engines import Request, SamplingParams
+    from halucheck.errors import EngineError
+
+    ask = Request(messages=({"role": "user", "content": "Say yes."},), sampling=SamplingParams(max_tokens=3))
+    odd = Request(messages=ask.messages, schema={"type": "string", "pattern": "x"}, sampling=ask.sampling)
+    index_for = engine._index_for
+
+    def refuse(schema):
+        if schema.get("pattern") == "x":
+            raise EngineError("Outlines cannot compile this JSON schema: test")
+        return index_for(schema)
+
+    monkeypatch.setattr(engine, "_index_for", refuse)
+    bad, good = engine.generate([odd, ask])
+    assert "cannot compile" in bad.error and good.ok and good.completion_tokens > 0
+
+    prefill = engine._prefill
+    monkeypatch.setattr(engine, "_prefill", lambda chunk: (_ for _ in ()).throw(RuntimeError("out of memory")))
+    with pytest.raises(RuntimeError, match="out of memory"):
+        engine.generate([ask])
+    monkeypatch.setattr(engine, "_prefill", prefill)
+    [again] = engine.generate([ask])
+    assert again.ok and again.text == good.text

@@ -265,17 +265,16 @@ class TransformersEngine(Engine):
                         break
                     room = self.max_batch - (len(batch.rows) if batch else 0)
                     taken = [self._waiting.popleft() for _ in range(min(room, len(self._waiting)))]
-                if taken:
-                    batch = self._admit(batch, taken)
-                if batch is not None:
-                    try:
+                try:
+                    if taken:
+                        batch = self._admit(batch, taken)
+                    if batch is not None:
                         batch = self._step(batch)
-                    except Exception as exc:  # the batch is lost: every caller in it hears why
-                        for row in batch.rows:
-                            row.future.set_exception(exc)
-                        batch = None
-        for row in batch.rows if batch else []:
-            row.future.set_exception(EngineError("the transformers engine was closed while decoding"))
+                except Exception as exc:  # the batch is lost (e.g. out of memory): every caller in it hears why
+                    _fail([f for _, f, _ in taken] + [r.future for r in (batch.rows if batch else [])], exc)
+                    batch = None
+        _fail([r.future for r in (batch.rows if batch else [])],
+              EngineError("the transformers engine was closed while decoding"))
 
     def _admit(self, batch: "_Batch | None", taken: list[tuple[Request, Future, float]]) -> "_Batch | None":
         """Prepare the taken requests, compute their prompts in passes of ``prefill_batch`` rows (longest
@@ -287,12 +286,7 @@ class TransformersEngine(Engine):
             except Exception as exc:  # this request only (e.g. a schema Outlines cannot compile)
                 future.set_exception(exc)
         rows.sort(key=lambda r: len(r.input_ids), reverse=True)
-        try:
-            parts = [self._prefill(rows[i : i + self.prefill_batch]) for i in range(0, len(rows), self.prefill_batch)]
-        except Exception as exc:  # the running batch is untouched; these callers hear why
-            for row in rows:
-                row.future.set_exception(exc)
-            return batch
+        parts = [self._prefill(rows[i : i + self.prefill_batch]) for i in range(0, len(rows), self.prefill_batch)]
         if batch is not None:
             parts.insert(0, (batch.logits, batch.cache, batch.mask))
             rows = batch.rows + rows
@@ -452,8 +446,7 @@ class TransformersEngine(Engine):
             self._closed = True
             self._wake.notify()
             waiting, self._waiting = list(self._waiting), deque()
-        for _, future, _ in waiting:
-            future.set_exception(EngineError("the transformers engine was closed before this request ran"))
+        _fail([f for _, f, _ in waiting], EngineError("the transformers engine was closed before this request ran"))
         if self._worker is not None and self._worker is not threading.current_thread():
             self._worker.join()
         for attr in ("hf_model", "tokenizer"):
@@ -465,6 +458,13 @@ class TransformersEngine(Engine):
         import gc
 
         gc.collect()
+
+
+def _fail(futures: Sequence[Future], exc: BaseException) -> None:
+    """Tell every caller still waiting on these futures that its request failed, and why."""
+    for future in futures:
+        if not future.done():
+            future.set_exception(exc)
 
 
 def _merge(parts: list[tuple[Any, Any, Any]]) -> tuple[Any, Any, Any]:
