@@ -278,7 +278,7 @@ class TransformersEngine(Engine):
 
     def _admit(self, batch: "_Batch | None", taken: list[tuple[Request, Future, float]]) -> "_Batch | None":
         """Prepare the taken requests, compute their prompts in passes of ``prefill_batch`` rows (longest
-        first) and join them to the running batch."""
+        first) and join them to the running batch (or start one)."""
         rows = []
         for request, future, since in taken:
             try:
@@ -287,12 +287,13 @@ class TransformersEngine(Engine):
                 future.set_exception(exc)
         rows.sort(key=lambda r: len(r.input_ids), reverse=True)
         parts = [self._prefill(rows[i : i + self.prefill_batch]) for i in range(0, len(rows), self.prefill_batch)]
-        if batch is not None:
-            parts.insert(0, (batch.logits, batch.cache, batch.mask))
-            rows = batch.rows + rows
         if not parts:
             return batch
-        return _Batch(rows, *(parts[0] if len(parts) == 1 else _merge(parts)))
+        new = parts[0] if len(parts) == 1 else _merge(parts)
+        if batch is None:
+            return _Batch(rows, *new)
+        batch.join(rows, *new)
+        return batch
 
     def _row(self, request: Request, future: Future, since: float) -> "_Row":
         input_ids = self._encode(request.messages)
@@ -523,7 +524,7 @@ def _attention(module, query, key, value, attention_mask, dropout=0.0, scaling=N
             scores.masked_fill_(~mask, float("-inf"))
         else:
             scores += mask
-    out = torch.matmul(scores.softmax(dim=-1), value.float()).to(value.dtype)
+    out = torch.matmul(scores.softmax(dim=-1), value.float()).to(query.dtype)
     return out.reshape(batch, heads, 1, dim).transpose(1, 2).contiguous(), None
 
 
@@ -592,10 +593,27 @@ def _usable_cores() -> int:
 
 class _Batch:
     """The running decode batch: its rows, their next-token logits (float32), KV cache and attention mask.
-    Every row's tokens are right-aligned; the mask hides each row's left padding."""
+    Every row's tokens are right-aligned; the mask hides each row's left padding. The cache's layers are
+    :class:`~halucheck.engines.decode_cache.DecodeLayer`: float32, with room to grow."""
 
     def __init__(self, rows: list["_Row"], logits: Any, cache: Any, mask: Any) -> None:
+        from halucheck.engines.decode_cache import DecodeLayer
+
         self.rows, self.logits, self.cache, self.mask = rows, logits, cache, mask
+        cache.layers = [layer if isinstance(layer, DecodeLayer) else DecodeLayer(layer.keys, layer.values)
+                        for layer in cache.layers]
+
+    def join(self, rows: list["_Row"], logits: Any, cache: Any, mask: Any) -> None:
+        """Add rows whose prompts were just computed (their logits, KV cache and mask)."""
+        import torch
+        from torch.nn.functional import pad
+
+        width = max(self.mask.shape[1], mask.shape[1])
+        for mine, theirs in zip(self.cache.layers, cache.layers):
+            mine.join(theirs.keys, theirs.values, width)
+        self.mask = torch.cat([pad(m, (width - m.shape[1], 0)) for m in (self.mask, mask)])
+        self.logits = torch.cat([self.logits, logits])
+        self.rows = self.rows + rows
 
     def select(self, keep: list[int]) -> None:
         """Keep these rows only, and drop the columns that are padding in every row left."""
@@ -609,7 +627,7 @@ class _Batch:
         if start:
             self.mask = self.mask[:, start:]
             for layer in self.cache.layers:
-                layer.keys, layer.values = layer.keys[:, :, start:], layer.values[:, :, start:]
+                layer.drop_front(start)
 
 
 class _Row:
