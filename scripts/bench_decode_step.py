@@ -2,7 +2,8 @@
 """Decode-step cost of the embedded engine, and its attention for one query token vs torch's sdpa.
 
 1. The model's decode step (one token per row, KV of ``--prompt`` tokens per row, prompts computed in
-   passes of 8 rows and joined, as the engine does) at 1, 8, 16 and 32 rows: the median of 10 steps.
+   passes of 8 rows and joined, as the engine does) at 1, 8, 16 and 32 rows: the median of 10 steps, with
+   the KV in transformers' DynamicLayer and in the engine's DecodeLayer (steps interleaved, same load).
 2. One layer's attention for one query token at ``--rows`` rows (the 1.5B's shape: 12 query heads, 2
    key/value heads, head size 128, bfloat16 tensors, 50 padded positions per row): torch's sdpa (the
    kernel transformers' sdpa path calls) vs the engine's ``_attention``, each the mean of 20 calls, and
@@ -25,10 +26,14 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 
-def step_times(model: str, prompt: int, rows_list: list[int]) -> dict[int, float]:
+def step_times(model: str, prompt: int, rows_list: list[int]) -> dict[int, dict[str, float]]:
+    """Per row count, the median decode step with the KV in transformers' DynamicLayer (bfloat16, a copy of
+    the cache per step) and in the engine's DecodeLayer (float32, written in place), steps interleaved."""
     import torch
+    from transformers import DynamicCache
 
     from halucheck.engines import create_engine
+    from halucheck.engines.decode_cache import DecodeLayer
     from halucheck.engines.transformers import _cache_name, _merge
 
     engine = create_engine("transformers", model=model)
@@ -41,16 +46,21 @@ def step_times(model: str, prompt: int, rows_list: list[int]) -> dict[int, float
             for i in range(0, rows, 8):
                 o = engine._forward(ids[i:i + 8], mask[i:i + 8], mask[i:i + 8].cumsum(-1) - 1, None)
                 parts.append((o.logits[:, -1].float(), getattr(o, _cache_name()), mask[i:i + 8]))
-            _, cache, m = parts[0] if len(parts) == 1 else _merge(parts)
+            _, dynamic, m = parts[0] if len(parts) == 1 else _merge(parts)
+            decode = DynamicCache(ddp_cache_data=[(x.keys.clone(), x.values.clone()) for x in dynamic.layers])
+            decode.layers = [DecodeLayer(x.keys, x.values) for x in decode.layers]
+            caches = {"dynamic": [dynamic, m, []], "decode": [decode, m.clone(), []]}
             step = torch.randint(100, 5000, (rows, 1))
-            times = []
             for _ in range(12):
-                m = torch.cat([m, m.new_ones((rows, 1))], 1)
-                t0 = time.perf_counter()
-                engine._forward(step, m, m.sum(-1, keepdim=True) - 1, cache)
-                times.append(time.perf_counter() - t0)
-        out[rows] = statistics.median(times[2:]) * 1000
-        print(f"decode step, {rows:3d} rows: {out[rows]:.0f} ms ({out[rows] / rows:.0f} ms per row)", flush=True)
+                for entry in caches.values():
+                    cache, m, times = entry
+                    entry[1] = m = torch.cat([m, m.new_ones((rows, 1))], 1)
+                    t0 = time.perf_counter()
+                    engine._forward(step, m, m.sum(-1, keepdim=True) - 1, cache)
+                    times.append(time.perf_counter() - t0)
+        out[rows] = {kind: statistics.median(times[2:]) * 1000 for kind, (_, _, times) in caches.items()}
+        print(f"decode step, {rows:3d} rows: DynamicLayer {out[rows]['dynamic']:.0f} ms, "
+              f"DecodeLayer {out[rows]['decode']:.0f} ms ({out[rows]['decode'] / rows:.0f} ms per row)", flush=True)
     return out
 
 
@@ -102,7 +112,7 @@ def main() -> None:
     torch.set_num_threads(len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count())
     result = {"attention": attention_times(args.attention_rows, args.prompt)}
     steps = step_times(args.model, args.prompt, [int(r) for r in args.rows.split(",")])
-    result["step_ms"] = {str(k): round(v, 1) for k, v in steps.items()}
+    result["step_ms"] = {str(k): {kind: round(ms, 1) for kind, ms in v.items()} for k, v in steps.items()}
     print(json.dumps(result))
 
 
