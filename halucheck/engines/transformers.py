@@ -9,7 +9,8 @@ every row (our own loop, not ``generate``). A row that ends leaves the batch tha
 the reply at once, so a debate's next call can join the batch while the others are still decoding
 (``streaming = True``: the debate scheduler sends each call on its own, as to a vLLM server). Requests
 with different schemas, sampling settings, or none share a batch: each row keeps its own Outlines guide,
-repetition controls and random generator.
+repetition controls and random generator. The running batch keeps its KV in float32 layers with room to
+grow (``halucheck.engines.decode_cache``), so a step neither copies nor converts the cache.
 
 Prefix reuse: requests that share a ``prefix_group`` (a debate's calls about one claim) reuse the KV
 of their common token prefix (system prompt, evidence, claim) from the group's earlier calls
