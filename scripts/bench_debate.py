@@ -419,6 +419,7 @@ def compare_prefix_reuse(args, engine, agents, cfg, jobs, n) -> dict:
         engine.prefix_cache = prefix_cache
         generated.clear()
         prefilled0 = engine.prefilled_tokens
+        engine.stats = type(engine.stats)()
         sched = Scheduler(agents, cfg, max_in_flight=args.in_flight)
         with _PeakRSS() as rss:
             t0 = time.perf_counter()
@@ -428,10 +429,12 @@ def compare_prefix_reuse(args, engine, agents, cfg, jobs, n) -> dict:
         runs[label] = {"wall_s": round(wall, 1), "claims_s": n / wall, "calls": st.llm_calls, "steps": st.steps,
                        "prompt_tokens": st.prompt_tokens, "prefilled_tokens": engine.prefilled_tokens - prefilled0,
                        "completion_tokens": st.completion_tokens, "peak_rss_mib": round(rss.peak / 2**20),
+                       "loop": engine.stats.to_dict(),
                        "replies": dict(generated), "verdicts": [v.factuality for v in verdicts]}
-        print(f"{label:>9}: {wall:8.1f} s  {n / wall:.4f} claims/s  calls {st.llm_calls}  steps {st.steps}  "
+        print(f"{label:>9}: {wall:8.1f} s  {n / wall:.4f} claims/s  calls {st.llm_calls}  "
               f"prompt tokens {st.prompt_tokens}  prefilled {runs[label]['prefilled_tokens']}  "
-              f"completion {st.completion_tokens}  peak RSS {runs[label]['peak_rss_mib']} MiB", flush=True)
+              f"completion {st.completion_tokens}  peak RSS {runs[label]['peak_rss_mib']} MiB\n"
+              f"{'':>11}decode loop: {json.dumps(runs[label]['loop'])}", flush=True)
     del engine._finish
     off, on = runs["no reuse"], runs["reuse"]
     if not off["replies"] or not on["replies"]:
@@ -450,7 +453,7 @@ def compare_prefix_reuse(args, engine, agents, cfg, jobs, n) -> dict:
            "cache_evictions": cache.evictions,
            "dtype": str(next(engine.hf_model.parameters()).dtype).removeprefix("torch."),
            **{f"{k}_{tag}": r[k] for tag, r in (("off", off), ("on", on))
-              for k in ("claims_s", "wall_s", "prefilled_tokens", "prompt_tokens", "peak_rss_mib", "calls")}}
+              for k in ("claims_s", "wall_s", "prefilled_tokens", "prompt_tokens", "peak_rss_mib", "calls", "loop")}}
     out["claims_s_off"], out["claims_s_on"] = round(off["claims_s"], 4), round(on["claims_s"], 4)
     print(f"prefix reuse: {out['prefill_ratio']} of the prompt tokens prefilled, {out['wall_speedup']}x claims/s, "
           f"replies identical: {identical} ({differ} of the {len(common)} prompts both runs sent got another reply; "

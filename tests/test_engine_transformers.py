@@ -120,11 +120,17 @@ def test_max_tokens_caps_each_row_and_a_finished_row_leaves_the_batch(engine, mo
     count = ({"role": "user", "content": "Count from 1 to 100, comma separated."},)
     short = Request(messages=count, sampling=SamplingParams(max_tokens=5))
     longer = Request(messages=count, sampling=SamplingParams(max_tokens=9))
+    monkeypatch.setattr(engine, "stats", type(engine.stats)())
     a, b = engine.generate([short, longer])
     assert a.completion_tokens == 5 and b.completion_tokens == 9 and a.capped and b.capped
     assert b.text.startswith(a.text)  # same greedy path, cut at each row's own cap
     # the prompt pass and 4 steps with both rows; the short row is done after its 5th token
     assert rows == [2] * 5 + [1] * 4
+    # the loop's own account: one admission of two requests; 9 steps choosing 5 + 9 tokens (the last step
+    # chooses the long row's 9th token and needs no forward pass)
+    st = engine.stats
+    assert (st.admissions, st.admitted, st.steps, st.step_rows) == (1, 2, 9, 14)
+    assert st.to_dict()["rows_per_step"] == round(14 / 9, 2)
 
 
 # -- prefix KV reuse --------------------------------------------------------------------------------

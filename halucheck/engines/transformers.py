@@ -45,6 +45,7 @@ import threading
 import time
 from collections import deque
 from concurrent.futures import Future
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -97,6 +98,7 @@ class TransformersEngine(Engine):
             raise ConfigError(f"prefix_cache_mb must be 0 (off) or more, not {prefix_cache_mb!r}")
         self.prefix_cache = PrefixCache(int(mb * 2**20)) if mb > 0 else None
         self.prefilled_tokens = 0  # prompt tokens computed (not served from the prefix cache)
+        self.stats = LoopStats()
         self.whitespace_pattern = whitespace_pattern
         self._indexes: dict[str, Any] = {}  # schema JSON -> outlines_core Index (built once per schema)
         self._vocabulary = None
@@ -268,9 +270,15 @@ class TransformersEngine(Engine):
                     taken = [self._waiting.popleft() for _ in range(min(room, len(self._waiting)))]
                 try:
                     if taken:
+                        t0 = time.perf_counter()
+                        self.stats.admit(len(taken))
                         batch = self._admit(batch, taken)
+                        self.stats.admit_s += time.perf_counter() - t0
                     if batch is not None:
+                        t0 = time.perf_counter()
+                        self.stats.step(len(batch.rows))  # before its rows are answered: callers see it
                         batch = self._step(batch)
+                        self.stats.step_s += time.perf_counter() - t0
                 except Exception as exc:  # the batch is lost (e.g. out of memory): every caller in it hears why
                     _fail([f for _, f, _ in taken] + [r.future for r in (batch.rows if batch else [])], exc)
                     batch = None
@@ -460,6 +468,35 @@ class TransformersEngine(Engine):
         import gc
 
         gc.collect()
+
+
+@dataclass
+class LoopStats:
+    """What the decode loop spent its time on: admissions (prompt passes and joining the running batch) and
+    decode steps, with the rows each step decoded (a step's token per row; the ending token included).
+    Counts are taken as an admission or step begins, seconds as it ends. ``scripts/bench_debate.py`` prints
+    them: with few debates in flight, ``rows_per_step`` well below ``max_batch`` says the run waits on its
+    longest debates (their calls are sequential), not on the machine."""
+
+    admissions: int = 0
+    admitted: int = 0
+    admit_s: float = 0.0
+    steps: int = 0
+    step_rows: int = 0
+    step_s: float = 0.0
+
+    def admit(self, requests: int) -> None:
+        self.admissions += 1
+        self.admitted += requests
+
+    def step(self, rows: int) -> None:
+        self.steps += 1
+        self.step_rows += rows
+
+    def to_dict(self) -> dict:
+        return {**{k: round(v, 1) if isinstance(v, float) else v for k, v in asdict(self).items()},
+                "rows_per_step": round(self.step_rows / max(1, self.steps), 2),
+                "ms_per_step": round(1000 * self.step_s / max(1, self.steps), 1)}
 
 
 def _fail(futures: Sequence[Future], exc: BaseException) -> None:
