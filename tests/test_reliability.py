@@ -273,7 +273,7 @@ def test_restart_refuses_while_another_process_holds_the_run(tmp_path):
     assert r.exit_code == 1
     # one error line (notes about the machine, e.g. a missing sandbox, may come before it)
     [err] = [line for line in r.stderr.splitlines() if line.startswith("error:")]
-    assert "in use by another halucheck process" in err
+    assert "in use by another halucheck process" in err and r.stderr.rstrip().endswith(err)  # the whole error
     assert "delete" not in r.stderr.lower()
     assert RunStore(out / "run.duckdb").get_meta("marker") == "kept"
 
