@@ -36,3 +36,15 @@ def test_join_right_aligns_both_sides_with_zero_padding_then_select_and_drop_fro
     assert layer.keys.shape == (1, 2, 10, 4) and torch.equal(layer.keys[0, :, :9], new_k[0].float())
     layer.drop_front(4)
     assert layer.get_seq_length() == 6 and torch.equal(layer.keys[0, :, :5], new_k[0, :, 4:].float())
+
+
+def test_gather_moves_each_rows_positions_and_leaves_room():
+    layer = DecodeLayer(kv(2, 6), kv(2, 6))
+    old_k, old_v = layer.keys.clone(), layer.values.clone()
+    index = torch.tensor([[0, 1, 2, 5], [0, 3, 4, 5]])  # row 0 drops 3 and 4, row 1 drops 1 and 2
+    layer.gather(index)
+    assert layer.get_seq_length() == 4
+    assert torch.equal(layer.keys[0], old_k[0][:, [0, 1, 2, 5]])
+    assert torch.equal(layer.values[1], old_v[1][:, [0, 3, 4, 5]])
+    layer.update(kv(2, 1), kv(2, 1))  # room left after a gather
+    assert layer.get_seq_length() == 5

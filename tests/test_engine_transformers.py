@@ -361,3 +361,58 @@ def test_a_failure_reaches_its_callers_and_the_decode_loop_goes_on(engine, monke
     monkeypatch.setattr(engine, "_prefill", prefill)
     [again] = engine.generate([ask])
     assert again.ok and again.text == good.text
+
+
+def test_drafted_tokens_give_the_same_greedy_replies(engine32, monkeypatch):
+    """Speculative decoding: twelve debate requests (four reply schemas, three claims) decoded plainly, then
+    again with a drafter that learned the plain replies and drafts eagerly (every context it saw), so some
+    drafts are kept and others rejected, and the holes they leave are closed up (``HOLES`` lowered). The
+    replies and their log-probabilities are the plain ones, in fewer decode steps."""
+    from dataclasses import replace
+
+    from halucheck.engines import SamplingParams
+    from halucheck.engines.decode_cache import DecodeLayer
+    from halucheck.engines.drafts import NGramDrafter
+    from halucheck.engines.transformers import _Batch
+
+    engine = engine32
+    first, later = _debate_requests(1)
+    requests = [replace(r, schema=s, logprobs=True, sampling=SamplingParams(max_tokens=48))
+                for r, s in zip(first + later, _schemas(first + later))]
+    monkeypatch.setattr(engine, "prefix_cache", None)
+    learned: list = []
+    finish = engine._finish
+    monkeypatch.setattr(engine, "_finish", lambda row: learned.append((row.kind, list(row.tokens))) or finish(row))
+
+    steps = engine.stats.steps
+    plain = engine.generate(requests)
+    plain_steps = engine.stats.steps - steps
+
+    drafter = NGramDrafter(n=2, min_count=1, min_share=0.0)
+    for kind, tokens in learned:
+        drafter.learn(kind, tokens)
+    gathers: list[int] = []
+    gather = DecodeLayer.gather
+    monkeypatch.setattr(DecodeLayer, "gather", lambda self, index: gathers.append(index.shape[1]) or gather(self, index))
+    monkeypatch.setattr(_Batch, "HOLES", 4)
+    monkeypatch.setattr(engine, "drafter", drafter)
+    monkeypatch.setattr(engine, "draft_tokens", 4)
+    before = (engine.stats.steps, engine.stats.drafted, engine.stats.accepted)
+    drafted = engine.generate(requests)
+    steps, n_drafted, n_accepted = (a - b for a, b in zip(
+        (engine.stats.steps, engine.stats.drafted, engine.stats.accepted), before))
+
+    assert [r.text for r in drafted] == [r.text for r in plain]
+    assert [r.completion_tokens for r in drafted] == [r.completion_tokens for r in plain]
+    for d, p in zip(drafted, plain):
+        assert [t for t, _ in d.logprobs] == [t for t, _ in p.logprobs]
+        assert max(abs(a - b) for (_, a), (_, b) in zip(d.logprobs, p.logprobs)) < 1e-3
+    assert 0 < n_accepted < n_drafted  # some drafts kept, some rejected
+    assert steps < plain_steps
+    assert gathers, "rejected drafts' holes were closed up at least once"
+
+
+def _schemas(requests):
+    from halucheck.debate.agents import ROLE_SCHEMAS
+
+    return [ROLE_SCHEMAS[r.tag.split(":")[-1]] for r in requests]

@@ -67,6 +67,15 @@ class DecodeLayer(DynamicLayer):
             out[rows, :, pad:width] = part
         return out
 
+    def gather(self, index: torch.Tensor) -> None:
+        """Rebuild the layer from ``index`` (rows x new length): row ``i``'s position ``j`` becomes its old
+        position ``index[i, j]``."""
+        self.length = index.shape[1]
+        idx = index[:, None, :, None].expand(-1, self._keys.shape[1], -1, self._keys.shape[3])
+        self._keys = self._grown(torch.gather(self._keys, 2, idx))
+        self._values = self._grown(torch.gather(self._values, 2, idx))
+        self._views()
+
     def batch_select_indices(self, indices: torch.Tensor) -> None:
         self._keys, self._values = self._keys[indices], self._values[indices]
         self._views()

@@ -51,6 +51,7 @@ from typing import Any, Sequence
 
 from halucheck.engines import ngrams
 from halucheck.engines.base import Engine, Request, Result
+from halucheck.engines.drafts import NGramDrafter
 from halucheck.engines.index_cache import IndexCache
 from halucheck.engines.prefix_cache import PrefixCache
 from halucheck.errors import ConfigError, EngineError, HalucheckError
@@ -72,7 +73,9 @@ class TransformersEngine(Engine):
     ``threads`` (torch threads, default: the cores this process may use), ``dtype`` (load dtype; default:
     as saved, except that bfloat16 or float16 weights load in float32 on a CPU without native matmuls for
     them, see :func:`load_dtype`), ``whitespace_pattern`` (regex for JSON whitespace), ``prefix_cache_mb``
-    (KV of shared prompt prefixes kept between calls, in MiB; 0 turns reuse off). ``model`` is a known
+    (KV of shared prompt prefixes kept between calls, in MiB; 0 turns reuse off), ``draft_tokens`` (tokens
+    drafted per greedy row and step for speculative decoding, see ``halucheck.engines.drafts``; 0, the
+    default, turns it off). ``model`` is a known
     model name (see ``halucheck.weights``) or a local transformers folder.
     """
 
@@ -88,6 +91,7 @@ class TransformersEngine(Engine):
         dtype: str | None = None,
         whitespace_pattern: str = DEFAULT_WHITESPACE,
         prefix_cache_mb: float = DEFAULT_PREFIX_CACHE_MB,
+        draft_tokens: int = 0,
         **options: Any,
     ) -> None:
         super().__init__(model=model or DEFAULT_MODEL, **options)
@@ -98,6 +102,10 @@ class TransformersEngine(Engine):
             raise ConfigError(f"prefix_cache_mb must be 0 (off) or more, not {prefix_cache_mb!r}")
         self.prefix_cache = PrefixCache(int(mb * 2**20)) if mb > 0 else None
         self.prefilled_tokens = 0  # prompt tokens computed (not served from the prefix cache)
+        if not 0 <= int(draft_tokens) < DECODE_TOKENS:
+            raise ConfigError(f"draft_tokens must be 0 (off) to {DECODE_TOKENS - 1}, not {draft_tokens!r}")
+        self.draft_tokens = int(draft_tokens)
+        self.drafter = NGramDrafter() if self.draft_tokens else None
         self.stats = LoopStats()
         self.whitespace_pattern = whitespace_pattern
         self._indexes: dict[str, Any] = {}  # schema JSON -> outlines_core Index (built once per schema)
@@ -348,34 +356,65 @@ class TransformersEngine(Engine):
         out = self._forward(ids[:, prefix_width:], mask, positions[:, prefix_width:], past)
         cache = getattr(out, _cache_name())
         self._keep_prefixes(chunk, cache, width)
-        return out.logits[:, -1, :].float(), cache, mask
+        return out.logits[:, -1:, :].float(), cache, mask
 
     def _step(self, batch: "_Batch") -> "_Batch | None":
         """Choose every row's next token from its logits; rows that end (an end token or their own
         ``max_tokens``) leave the batch and are answered; the rest compute their next logits.
+
+        With ``draft_tokens``, a greedy row also feeds the tokens its drafter expects next (see
+        ``halucheck.engines.drafts``), and the next step reads one set of logits per fed token: each drafted
+        token the row would have chosen itself is kept, the first one it would not is replaced by its own
+        choice, and the rest are masked out of the cache (:meth:`_Batch.reject`). The reply is the one
+        plain decoding gives.
 
         A decode step reads every weight once whatever the rows, so more rows per step are cheaper per
         row: measured with the 1.5B on two cores, 1,000-token prompts, 264 / 313 / 415 / 721 ms per step at
         1 / 8 / 16 / 32 rows (``scripts/bench_decode_step.py``)."""
         import torch
 
-        keep, chosen = [], []
+        keep, feeds = [], []
         for i, row in enumerate(batch.rows):
-            token = row.choose(batch.logits[i])
-            if row.advance(token):
-                self._finish(row)
-            else:
+            fed = len(row.draft) + 1
+            for j in range(fed):
+                token = row.choose(batch.logits[i, batch.logits.shape[1] - fed + j])
+                if row.advance(token):
+                    self._finish(row)
+                    break
+                if j < len(row.draft) and token == row.draft[j]:
+                    self.stats.accepted += 1
+                    continue  # its KV is in the cache already; the next logits follow it
+                batch.reject(i, len(row.draft) - j)
                 keep.append(i)
-                chosen.append(token)
+                feeds.append([token, *self._draft(row)])
+                break
         if not keep:
             return None
         if len(keep) < len(batch.rows):
             batch.select(keep)
-        batch.mask = torch.cat([batch.mask, batch.mask.new_ones((len(keep), 1))], dim=1)
-        step = torch.tensor(chosen, dtype=torch.long).unsqueeze(1)
-        out = self._forward(step, batch.mask, batch.mask.sum(-1, keepdim=True) - 1, batch.cache)
-        batch.logits = out.logits[:, -1, :].float()
+        batch.compact()
+        for row, feed in zip(batch.rows, feeds):
+            row.draft = feed[1:]
+            self.stats.drafted += len(row.draft)
+        width = max(len(f) for f in feeds)
+        ids = torch.full((len(feeds), width), self.pad_id, dtype=torch.long)
+        new = torch.zeros((len(feeds), width), dtype=batch.mask.dtype)
+        for i, feed in enumerate(feeds):
+            ids[i, width - len(feed) :] = torch.tensor(feed, dtype=torch.long)
+            new[i, width - len(feed) :] = 1
+        positions = batch.mask.sum(-1, keepdim=True) + new.cumsum(-1) - 1
+        batch.mask = torch.cat([batch.mask, new], dim=1)
+        out = self._forward(ids, batch.mask, positions.masked_fill(new == 0, 0), batch.cache, width)
+        batch.logits = out.logits.float()
         return batch
+
+    def _draft(self, row: "_Row") -> list[int]:
+        """The tokens the row's drafter expects after its reply so far (greedy rows only: a sampled row
+        must draw its own tokens from its own generator)."""
+        if self.drafter is None or row.sampling.temperature > 0:
+            return []
+        room = row.max_tokens - len(row.tokens) - 1
+        return self.drafter.draft(row.kind, row.tokens, min(self.draft_tokens, room))
 
     def _finish(self, row: "_Row") -> None:
         """Answer the row's caller."""
@@ -389,14 +428,16 @@ class TransformersEngine(Engine):
         )
         if row.request.logprobs:
             result.logprobs = [(self.tokenizer.decode([t]), lp) for t, lp in zip(row.tokens, row.logprobs)]
+        if self.drafter is not None and row.ended:
+            self.drafter.learn(row.kind, row.tokens)
         row.future.set_result(result)
 
-    def _forward(self, ids, mask, positions, cache):
-        """One forward pass; only the last position's logits are computed (a prompt's full logits would
-        take gigabytes)."""
+    def _forward(self, ids, mask, positions, cache, keep: int = 1):
+        """One forward pass; only the last ``keep`` positions' logits are computed (a prompt's full logits
+        would take gigabytes)."""
         kwargs = {_cache_name(): cache} if cache is not None else {}
         return self.hf_model(input_ids=ids, attention_mask=mask, position_ids=positions, use_cache=True,
-                             logits_to_keep=1, **kwargs)
+                             logits_to_keep=keep, **kwargs)
 
     # -- prefix reuse ---------------------------------------------------------------------------
     def _cached_prefix(self, request: Request, input_ids: list[int]) -> tuple[Any, int]:
@@ -484,6 +525,8 @@ class LoopStats:
     steps: int = 0
     step_rows: int = 0
     step_s: float = 0.0
+    drafted: int = 0  # tokens drafted (draft_tokens > 0), and of those the rows kept
+    accepted: int = 0
 
     def admit(self, requests: int) -> None:
         self.admissions += 1
@@ -525,6 +568,7 @@ def _merge(parts: list[tuple[Any, Any, Any]]) -> tuple[Any, Any, Any]:
 
 
 ATTENTION = "halucheck_cpu"
+DECODE_TOKENS = 16  # query tokens per row up to which a pass counts as a decode step (see _attention)
 
 
 def _register_attention() -> str:
@@ -538,32 +582,40 @@ def _register_attention() -> str:
 
 
 def _attention(module, query, key, value, attention_mask, dropout=0.0, scaling=None, **kwargs):
-    """transformers' sdpa attention, except for one query token (a decode step): there, the query heads
-    that share a key/value head are multiplied with it as one small matrix, in float32.
+    """transformers' sdpa attention, except for a decode step (one query token per row, or a few when
+    drafted tokens are checked, against the running batch's float32 keys): there, the query heads that
+    share a key/value head are multiplied with it as one small matrix, in float32.
 
     Why: torch's CPU sdpa kernel (flash attention for CPU) is built for long queries; for one token it
     took 10.5 ms per layer with 8 rows of 1,000 cached tokens of the 1.5B (12 query heads, 2 key/value
     heads, bfloat16) on two cores, and this 2.1 ms, with a smaller error against a float32 reference
-    (4.9e-4 vs 6.5e-4; ``scripts/bench_decode_step.py``). Returns (output as (batch, 1, heads, dim), None), as sdpa's does."""
+    (4.9e-4 vs 6.5e-4; ``scripts/bench_decode_step.py``). Returns (output as (batch, tokens, heads, dim),
+    None), as sdpa's does."""
     import torch
 
-    if query.shape[2] != 1:
+    batch, heads, tokens, dim = query.shape
+    if tokens > DECODE_TOKENS:  # a prompt pass
         from transformers.integrations.sdpa_attention import sdpa_attention_forward
 
         return sdpa_attention_forward(module, query, key, value, attention_mask, dropout=dropout,
                                       scaling=scaling, **kwargs)
-    batch, heads, _, dim = query.shape
     kv_heads, length = key.shape[1], key.shape[2]
-    q = query.reshape(batch, kv_heads, heads // kv_heads, dim).float()
+    groups = heads // kv_heads
+    q = query.reshape(batch, kv_heads, groups * tokens, dim).float()
     scores = torch.matmul(q, key.float().transpose(-1, -2)) * (scaling if scaling is not None else dim**-0.5)
-    if attention_mask is not None:  # sdpa's mask: (batch or 1, 1, 1, >= length), True where allowed
-        mask = attention_mask[:, :, -1:, :length]
+    scores = scores.view(batch, kv_heads, groups, tokens, length)
+    if attention_mask is not None:  # sdpa's mask: (batch or 1, 1, >= tokens, >= length), True where allowed
+        mask = attention_mask[:, :, -tokens:, :length].unsqueeze(2)
         if mask.dtype == torch.bool:
             scores.masked_fill_(~mask, float("-inf"))
         else:
             scores += mask
-    out = torch.matmul(scores.softmax(dim=-1), value.float()).to(query.dtype)
-    return out.reshape(batch, heads, 1, dim).transpose(1, 2).contiguous(), None
+    elif tokens > 1:  # no mask given: causal over the new tokens
+        causal = torch.ones(tokens, length, dtype=torch.bool).tril(length - tokens)
+        scores.masked_fill_(~causal, float("-inf"))
+    probs = scores.softmax(dim=-1).view(batch, kv_heads, groups * tokens, length)
+    out = torch.matmul(probs, value.float()).to(query.dtype)
+    return out.reshape(batch, heads, tokens, dim).transpose(1, 2).contiguous(), None
 
 
 def load_dtype(requested: str | None, saved: str | None, native: set[str]) -> str:
@@ -638,6 +690,7 @@ class _Batch:
         from halucheck.engines.decode_cache import DecodeLayer
 
         self.rows, self.logits, self.cache, self.mask = rows, logits, cache, mask
+        self.holes = 0  # positions masked out by rejected drafts since the last compact()
         cache.layers = [layer if isinstance(layer, DecodeLayer) else DecodeLayer(layer.keys, layer.values)
                         for layer in cache.layers]
 
@@ -650,8 +703,39 @@ class _Batch:
         for mine, theirs in zip(self.cache.layers, cache.layers):
             mine.join(theirs.keys, theirs.values, width)
         self.mask = torch.cat([pad(m, (width - m.shape[1], 0)) for m in (self.mask, mask)])
-        self.logits = torch.cat([self.logits, logits])
+        fed = max(self.logits.shape[1], logits.shape[1])  # logits per row: one per token it was fed last
+        self.logits = torch.cat([pad(x, (0, 0, fed - x.shape[1], 0)) for x in (self.logits, logits)])
         self.rows = self.rows + rows
+
+    def reject(self, row: int, n: int) -> None:
+        """Mask out the last ``n`` positions of a row: drafted tokens it did not choose. Where every row
+        has more such holes than ``HOLES``, close them up (:meth:`compact`)."""
+        if n:
+            self.mask[row, -n:] = 0
+            self.holes += n
+
+    HOLES = 64
+
+    def compact(self) -> None:
+        """Move every row's kept positions together, right-aligned, when the holes rejected drafts left
+        make the batch ``HOLES`` positions wider than its longest row (one copy of the cache)."""
+        import torch
+
+        if not self.holes:
+            return
+        counts = self.mask.sum(-1)
+        width = int(counts.max())
+        if self.mask.shape[1] - width < self.HOLES:
+            return
+        # per row: the columns it keeps, right-aligned in ``width``; its padding reads column 0 (masked)
+        index = torch.zeros((len(self.rows), width), dtype=torch.long)
+        for i in range(len(self.rows)):
+            kept = self.mask[i].nonzero().squeeze(-1)
+            index[i, width - kept.numel() :] = kept
+        for layer in self.cache.layers:
+            layer.gather(index)
+        self.mask = (torch.arange(width) >= width - counts.unsqueeze(-1)).to(self.mask.dtype)
+        self.holes = 0
 
     def select(self, keep: list[int]) -> None:
         """Keep these rows only, and drop the columns that are padding in every row left."""
@@ -659,6 +743,7 @@ class _Batch:
 
         index = torch.tensor(keep, dtype=torch.long)
         self.rows = [self.rows[i] for i in keep]
+        self.logits = self.logits[index]
         self.cache.batch_select_indices(index)
         self.mask = self.mask[index]
         start = int(self.mask.any(dim=0).to(torch.int8).argmax())
@@ -699,6 +784,8 @@ class _Row:
             self.generator = torch.Generator().manual_seed(int(s.seed))
         self.tokens: list[int] = []
         self.logprobs: list[float] = []
+        self.draft: list[int] = []  # tokens fed after the last one chosen, awaiting the model's check
+        self.kind = (request.tag, json.dumps(request.schema) if request.schema else "")  # for the drafter
         self.ended = False
         self._bitmask = None
         self._last_logprobs = None  # log-softmax of the last processed scores, when logprobs are wanted
