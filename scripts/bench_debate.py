@@ -417,6 +417,8 @@ def compare_prefix_reuse(args, engine, agents, cfg, jobs, n) -> dict:
     runs = {}
     for label, prefix_cache in (("no reuse", None), ("reuse", cache)):
         engine.prefix_cache = prefix_cache
+        if engine.drafter is not None:  # each run drafts from its own replies only
+            engine.drafter = type(engine.drafter)()
         generated.clear()
         prefilled0 = engine.prefilled_tokens
         engine.stats = type(engine.stats)()
