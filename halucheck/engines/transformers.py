@@ -708,8 +708,8 @@ class _Batch:
         self.rows = self.rows + rows
 
     def reject(self, row: int, n: int) -> None:
-        """Mask out the last ``n`` positions of a row: drafted tokens it did not choose. Where every row
-        has more such holes than ``HOLES``, close them up (:meth:`compact`)."""
+        """Mask out the last ``n`` positions of a row: drafted tokens it did not choose. The holes stay in
+        the cache until :meth:`compact` closes them up (the decode step calls it every step)."""
         if n:
             self.mask[row, -n:] = 0
             self.holes += n
