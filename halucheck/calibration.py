@@ -82,6 +82,8 @@ EPS = 1e-6
 MIN_ITEMS = 10
 """The fewest labelled items :func:`fit` accepts (and both classes must be among them)."""
 ECE_BINS = 10
+CONSISTENCY_DRAWS = 1000
+"""Label draws behind :func:`ece_if_calibrated`."""
 FOLDS = 5
 MIN_ACCURACY = 0.8
 """Default accuracy that the decided claims must reach on the fitting data (see :func:`band_for`)."""
@@ -153,6 +155,41 @@ def brier_score(scores, labels) -> float:
     """Mean squared difference between the score and the 0/1 label; NaN for no items."""
     s, y = _arrays(scores, labels)
     return float(np.mean((s - y) ** 2)) if s.size else math.nan
+
+
+def ece_if_calibrated(scores, labels=None, bins: int = ECE_BINS, draws: int = CONSISTENCY_DRAWS,
+                      seed: int = 0) -> dict:
+    """The ECE a perfectly calibrated verifier would show on these scores, by consistency resampling
+    (Bröcker & Smith, "Increasing the reliability of reliability diagrams", 2007).
+
+    ECE measured on few items is biased upwards: in every bin the observed share of hallucinated items
+    scatters around the bin's mean score even when the scores are exactly right, and the absolute values
+    add that scatter up. Here labels are drawn ``draws`` times as ``Bernoulli(score)`` (what a calibrated
+    verifier's labels would be) and each draw's ECE computed with the same bins. Returns ``mean`` and
+    ``p95`` of those ECEs and, with the real ``labels``, ``observed`` (their ECE) and ``p_value``: the
+    share of draws with an ECE at least the observed one. A small ``p_value`` (< 0.05) is evidence of
+    miscalibration; an observed ECE near ``mean`` is what calibrated scores give on ``n`` items, so a
+    target below ``mean`` cannot be shown on so few. NaN fields for no items.
+    """
+    s = np.asarray(scores, dtype=float).reshape(-1)
+    out = {"n": int(s.size), "draws": int(draws), "mean": math.nan, "p95": math.nan}
+    observed = None if labels is None else expected_calibration_error(s, labels, bins)
+    if labels is not None:
+        out.update(observed=observed, p_value=math.nan)
+    if not s.size:
+        return out
+    _arrays(s, np.zeros(s.size))  # the same checks on the scores as every ECE
+    rng = np.random.default_rng(seed)
+    y = rng.random((draws, s.size)) < s  # draws x items, each label Bernoulli(score)
+    idx = bin_index(s, bins)
+    ece = np.zeros(draws)
+    for b in np.unique(idx):
+        m = idx == b
+        ece += m.sum() / s.size * np.abs(y[:, m].mean(axis=1) - s[m].mean())
+    out.update(mean=float(ece.mean()), p95=float(np.quantile(ece, 0.95)))
+    if observed is not None:
+        out["p_value"] = float((ece >= observed - 1e-12).mean())
+    return out
 
 
 def _auroc(s: np.ndarray, y: np.ndarray) -> float:
@@ -865,6 +902,7 @@ def reliability_svg(
 
 __all__ = [
     "COLORS",
+    "CONSISTENCY_DRAWS",
     "Calibrator",
     "ECE_BINS",
     "EPS",
@@ -881,6 +919,7 @@ __all__ = [
     "calibration_path",
     "choose_threshold",
     "describe",
+    "ece_if_calibrated",
     "expected_calibration_error",
     "fit",
     "json_safe",

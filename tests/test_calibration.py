@@ -148,6 +148,40 @@ def test_isotonic_apply_matches_scikit_learn_and_stays_inside_the_succession_bou
     assert out.min() >= 1 / 502 - 1e-12 and out.max() <= 501 / 502 + 1e-12
 
 
+# ---------------------------------------------------------------- ECE of calibrated scores on few items
+
+
+def _binomial_mean_abs_dev(n: int, p: float) -> float:
+    """E|k/n - p| for k ~ Binomial(n, p), exactly."""
+    return sum(math.comb(n, k) * p**k * (1 - p) ** (n - k) * abs(k / n - p) for k in range(n + 1))
+
+
+def test_ece_if_calibrated_against_the_exact_binomial_expectation():
+    # two bins: 12 items at 0.25 and 8 at 0.85; each bin's ECE share is its weight x E|k/n - p|
+    s = [0.25] * 12 + [0.85] * 8
+    exact = 12 / 20 * _binomial_mean_abs_dev(12, 0.25) + 8 / 20 * _binomial_mean_abs_dev(8, 0.85)
+    out = cal.ece_if_calibrated(s, draws=40_000, seed=5)
+    assert out["mean"] == pytest.approx(exact, abs=0.003)
+    assert out["mean"] < out["p95"] and out["n"] == 20 and "p_value" not in out
+    # the bias falls with the number of items (about as 1 / sqrt(n))
+    big = cal.ece_if_calibrated(s * 25, draws=4000, seed=5)
+    assert big["mean"] == pytest.approx(exact / 5, rel=0.15)
+
+
+def test_ece_if_calibrated_tells_miscalibration_from_small_sample_scatter():
+    rng = np.random.default_rng(8)
+    s = rng.uniform(0.05, 0.95, 40)
+    honest = rng.random(40) < s  # labels drawn from the scores: calibrated
+    ok = cal.ece_if_calibrated(s, honest, seed=1)
+    assert ok["observed"] == pytest.approx(expected_calibration_error(s, honest))
+    assert ok["p_value"] > 0.05 and ok["observed"] > 0.05  # a visible ECE, and no evidence against the scores
+    off = cal.ece_if_calibrated(np.clip(s + 0.3, 0, 1), honest, seed=1)  # the same labels, scores 0.3 too high
+    assert off["p_value"] < 0.05 and off["observed"] > off["p95"]
+    assert math.isnan(cal.ece_if_calibrated([], [])["mean"])
+    with pytest.raises(ValueError):
+        cal.ece_if_calibrated([0.2, 1.3])
+
+
 # ---------------------------------------------------------------- choice by cross-validated ECE
 
 

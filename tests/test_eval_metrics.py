@@ -9,6 +9,7 @@ import math
 import numpy as np
 import pytest
 
+from halucheck import calibration
 from halucheck.errors import InputError
 from halucheck.evaluation import EvalItem, Prediction, RunCost, compare, compute_metrics, read_predictions, read_run, write_run
 from halucheck.evaluation.metrics import METRICS, bootstrap_indices, length_controlled, register_metric, stratified_auroc
@@ -282,6 +283,10 @@ def test_calibration_effect_against_a_reference_computation():
             assert cell["ci_low"] <= cell["value"] <= cell["ci_high"]
     assert out["after"]["auroc"]["value"] == pytest.approx(out["before"]["auroc"]["value"])
     assert out["after"]["ece"]["value"] != pytest.approx(out["before"]["ece"]["value"])
+    for side, s in (("before", raw), ("after", cal)):  # what calibrated scores would show, per side
+        c = out["ece_if_calibrated"][side]
+        assert c["observed"] == pytest.approx(ece_ref(s)) and 0 < c["mean"] < c["p95"] < 1
+        assert c["p_value"] == pytest.approx(calibration.ece_if_calibrated(s, y)["p_value"])
     # the same resamples on both sides: an identity map gives identical intervals
     same = calibration_effect(y, raw, raw, groups=groups, n_boot=50)
     assert same["before"] == same["after"] and "length_matched_auroc" not in same["before"]

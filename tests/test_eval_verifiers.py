@@ -431,7 +431,9 @@ def test_calibrate_then_eval_reports_before_and_after(tmp_path, monkeypatch, toy
     assert m["calibration"]["calibrated"]
     assert after["after"]["ece"]["value"] < after["before"]["ece"]["value"]
     assert after["after"]["brier"]["value"] < after["before"]["brier"]["value"]
-    assert "ECE before | ECE after" in r.stdout and "fitted on a, b (dev)" in r.stdout
+    assert "ECE before | ECE after | ECE if calibrated" in r.stdout and "fitted on a, b (dev)" in r.stdout
+    c = after["ece_if_calibrated"]["after"]  # its cell: mean (95 %: p95), p = p_value
+    assert f"{c['mean']:.3f} (95 %: {c['p95']:.3f}), p = {c['p_value']:.2f}" in r.stdout
     # a calibrator is never applied to another model
     cfg.write_text("default_profile: j\nprofiles:\n  j: {engine: likert-judge, model: m2}\n")
     r = runner.invoke(app, ["eval", "-d", "c", "-v", "judge-likert", "--config", str(cfg), "-o", str(tmp_path / "ev2")])

@@ -34,7 +34,7 @@ import numpy as np
 from scipy.stats import rankdata
 from sklearn import metrics as skm
 
-from halucheck.calibration import ECE_BINS, brier_score, expected_calibration_error
+from halucheck.calibration import ECE_BINS, brier_score, ece_if_calibrated, expected_calibration_error
 
 N_BOOT = 1000
 SEED = 0
@@ -296,8 +296,13 @@ def calibration_effect(
     A strictly increasing map (temperature, Platt) keeps AUROC; isotonic regression merges scores into
     ties, which can move it either way, which is why AUROC is reported on both sides.
 
-    Returns ``{"n", "before": {name: cell}, "after": {name: cell}}`` with cells as in
-    :func:`compute_metrics` (``value``, ``ci_low``, ``ci_high``, ``higher_is_better``).
+    ``ece_if_calibrated`` holds, per side, what ECE calibrated scores would show on these items
+    (:func:`~halucheck.calibration.ece_if_calibrated`: ``mean``, ``p95``, ``p_value``): on a few dozen
+    items even a perfect map shows an ECE near 0.1, and this says whether the measured one is more.
+
+    Returns ``{"n", "before": {name: cell}, "after": {name: cell}, "ece_if_calibrated": {"before",
+    "after"}}`` with cells as in :func:`compute_metrics` (``value``, ``ci_low``, ``ci_high``,
+    ``higher_is_better``).
     """
     y, _, before = _as_arrays(labels, labels, raw)
     after = np.asarray(calibrated, dtype=float)
@@ -323,6 +328,7 @@ def calibration_effect(
                 cells[name] = {"value": float(value(name, s, everything)), "ci_low": lo, "ci_high": hi,
                                "higher_is_better": METRICS[name].higher_is_better if name in METRICS else True}
             out[side] = cells
+    out["ece_if_calibrated"] = {side: ece_if_calibrated(s, y, seed=seed) for side, s in (("before", before), ("after", after))}
     return out
 
 

@@ -21,7 +21,9 @@ hallucination in [0, 1]. ``prediction``/``score`` are null when the verifier gav
      "calibration": {"calibrated": false} | {"calibrated": true, "calibrator", "fitted_on", "split",
                      "results": {"<dataset>": {"n", "before": {"ece" | "brier" | "auroc"
                                                                 [| "length_matched_auroc"]: {...}},
-                                                      "after": {...}}}}}
+                                                      "after": {...},
+                                                      "ece_if_calibrated": {"before" | "after":
+                                                          {"mean", "p95", "observed", "p_value"}}}}}}
 
 Items without a prediction are left out of the metrics and counted in ``n_missing`` (shown in the
 comparison table), so a verifier that fails often is visible rather than silently penalised or
@@ -302,15 +304,29 @@ def _calibration_table(runs: list[tuple[str | os.PathLike, Mapping]]) -> list[st
         cal = run["calibration"]
         lines.append(f"- {run.get('verifier') or Path(d).name}: {cal.get('calibrator', '')}; fitted on "
                      f"{', '.join(cal.get('fitted_on', []))} ({cal.get('split', '')})")
-    lines += ["", "| verifier | dataset | n | ECE before | ECE after | Brier before | Brier after | AUROC before | "
-                  "AUROC after | length-matched AUROC before | length-matched AUROC after |", "|" + "---|" * 11]
+    lines += ["", "| verifier | dataset | n | ECE before | ECE after | ECE if calibrated | Brier before | Brier after | "
+                  "AUROC before | AUROC after | length-matched AUROC before | length-matched AUROC after |",
+              "|" + "---|" * 12]
     for d, run in cal_runs:
         for ds, res in run["calibration"].get("results", {}).items():
             cells = [run.get("verifier") or Path(d).name, ds, str(res.get("n", ""))]
             for m in ("ece", "brier", "auroc", "length_matched_auroc"):
                 cells += [_cell(res.get("before", {}).get(m)), _cell(res.get("after", {}).get(m))]
+                if m == "ece":
+                    cells.append(_if_calibrated((res.get("ece_if_calibrated") or {}).get("after")))
             lines.append("| " + " | ".join(cells) + " |")
+    lines += ["", "ECE if calibrated: the ECE that perfectly calibrated scores show on these items by chance "
+                  "(mean, 95th percentile, and p: the share of such draws at least as far off as the calibrated "
+                  "scores; p < 0.05 is evidence they are miscalibrated)."]
     return lines
+
+
+def _if_calibrated(c: Mapping | None) -> str:
+    """``mean (95 %: p95), p = ...`` of :func:`~halucheck.calibration.ece_if_calibrated`; ``–`` when absent."""
+    if not c or c.get("mean") is None:
+        return "–"
+    p = c.get("p_value")
+    return f"{_fmt(c['mean'])} (95 %: {_fmt(c.get('p95'))}){'' if p is None else f', p = {p:.2f}'}"
 
 
 __all__ = [
