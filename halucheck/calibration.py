@@ -811,7 +811,15 @@ def reliability_svg(
     series are drawn side by side in two colours with a legend (``names``). The caption gives each
     series' ECE over the same ``bins``. Bars carry ``data-series``, ``data-bin``, ``data-n`` and
     ``data-observed``; count labels ``data-series`` and ``data-bin``.
+
+    Each bar also has a consistency bar (Bröcker & Smith 2007): the range, 5th to 95th percentile, in
+    which the observed share of its ``n`` items falls nine times in ten when the predicted P is right
+    (``Binomial(n, mean predicted P) / n``). A bar top outside it is a miscalibration the sample shows;
+    inside, the gap to the diagonal may be chance. Whiskers carry ``data-series``, ``data-bin``,
+    ``data-lo`` and ``data-hi``.
     """
+    from scipy.stats import binom
+
     series = [(names[0], scores)] + ([(names[1], calibrated)] if calibrated is not None else [])
     tables, eces = [], []
     n_items = None
@@ -828,7 +836,8 @@ def reliability_svg(
     left, pw, ph = 64, 420, 300
     top = 44 if title else 20
     # the legend's run of swatches and words (about 7 px a character at 11 px) may widen the picture
-    legend_end = left + sum(14 + 7 * len(name) + 16 for name, _ in series) + (16 + 7 * 16 + 16) + 18 + 7 * 19
+    legend_end = (left + sum(14 + 7 * len(name) + 16 for name, _ in series) + (16 + 7 * 16 + 16) + (12 + 7 * 13 + 16)
+                  + 18 + 7 * 19)
     width = max(left + pw + 24, legend_end + 8)
     tick_y = top + ph + 14
     count_y = [tick_y + 16 + 14 * r for r in range(rows)]
@@ -866,6 +875,11 @@ def reliability_svg(
                     f'height="{(Y(0) - Y(obs)):.2f}" fill="{color}" fill-opacity="0.8"/>')
                 out.append(f'<line x1="{X(x0):.2f}" y1="{Y(mean):.2f}" x2="{X(x0 + bw):.2f}" y2="{Y(mean):.2f}" '
                            f'stroke="#222222" stroke-width="2"/>')
+                lo, hi = (binom.ppf(q, row["n"], mean) / row["n"] for q in (0.05, 0.95))
+                xc = X(x0 + bw / 2)
+                out.append(f'<line class="consistency" data-series="{r}" data-bin="{row["bin"]}" '
+                           f'data-lo="{lo:.4f}" data-hi="{hi:.4f}" x1="{xc:.2f}" y1="{Y(lo):.2f}" x2="{xc:.2f}" '
+                           f'y2="{Y(hi):.2f}" stroke="#222222" stroke-width="1"/>')
             out.append(f'<text class="count" data-series="{r}" data-bin="{row["bin"]}" '
                        f'x="{X(row["lo"] + 0.5 / bins):.1f}" y="{count_y[r]:.1f}" text-anchor="middle" '
                        f'font-size="10" fill="{color}">{row["n"]}</text>')
@@ -889,6 +903,10 @@ def reliability_svg(
                'stroke="#222222" stroke-width="2"/>')
     out.append(f'<text x="{x + 16:.1f}" y="{legend_y:.1f}">mean predicted P</text>')
     x += 16 + 7 * 16 + 16
+    out.append(f'<line x1="{x + 5:.1f}" y1="{legend_y - 10:.1f}" x2="{x + 5:.1f}" y2="{legend_y + 1:.1f}" '
+               'stroke="#222222" stroke-width="1"/>')
+    out.append(f'<text x="{x + 12:.1f}" y="{legend_y:.1f}">90 % if right</text>')
+    x += 12 + 7 * 13 + 16
     out.append(f'<line x1="{x:.1f}" y1="{legend_y - 4:.1f}" x2="{x + 14:.1f}" y2="{legend_y - 4:.1f}" '
                'stroke="#555555" stroke-dasharray="5,4"/>')
     out.append(f'<text x="{x + 18:.1f}" y="{legend_y:.1f}">perfect calibration</text>')

@@ -512,3 +512,27 @@ def test_reliability_svg_two_series_with_legend():
     assert f"isotonic {expected_calibration_error(c.apply_many(s), y, 5):.3f}" in text
     with pytest.raises(ValueError):
         reliability_svg(s, y, calibrated=s[:10])
+
+
+def test_reliability_svg_consistency_bars_are_binomial_ranges():
+    # bin 2 holds 0.2 and 0.25 (mean 0.225, n 2); bin 7: 40 items at 0.7, of which 10 hallucinated
+    s = [0.2, 0.25] + [0.7] * 40
+    y = [0, 1] + [1] * 10 + [0] * 30
+    root = ET.fromstring(reliability_svg(s, y))
+    whiskers = {int(e.get("data-bin")): e for e in root.iter(f"{SVG}line") if e.get("class") == "consistency"}
+    assert set(whiskers) == {2, 7}
+
+    def quantile(n, p, q):  # the smallest k with P(K <= k) >= q, K ~ Binomial(n, p)
+        acc = 0.0
+        for k in range(n + 1):
+            acc += math.comb(n, k) * p**k * (1 - p) ** (n - k)
+            if acc >= q - 1e-12:
+                return k
+
+    for b, (n, p) in {2: (2, 0.225), 7: (40, 0.7)}.items():
+        assert float(whiskers[b].get("data-lo")) == pytest.approx(quantile(n, p, 0.05) / n, abs=1e-4)
+        assert float(whiskers[b].get("data-hi")) == pytest.approx(quantile(n, p, 0.95) / n, abs=1e-4)
+    # 10 of 40 at P 0.7 lies far below the range calibrated scores would give; 1 of 2 at 0.225 inside it
+    bars = {int(e.get("data-bin")): float(e.get("data-observed")) for e in root.iter(f"{SVG}rect")
+            if e.get("class") == "bar"}
+    assert bars[7] < float(whiskers[7].get("data-lo")) and float(whiskers[2].get("data-lo")) <= bars[2]
