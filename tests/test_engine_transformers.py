@@ -367,7 +367,8 @@ def test_drafted_tokens_give_the_same_greedy_replies(engine32, monkeypatch):
     """Speculative decoding: twelve debate requests (four reply schemas, three claims) decoded plainly, then
     again with a drafter that learned the plain replies and drafts eagerly (every context it saw), so some
     drafts are kept and others rejected, and the holes they leave are closed up (``HOLES`` lowered). The
-    replies and their log-probabilities are the plain ones, in fewer decode steps."""
+    replies and their log-probabilities are the plain ones, in fewer decode steps; steps whose rows feed
+    different numbers of tokens run packed (``decode_cache.Pack``) and give the same."""
     from dataclasses import replace
 
     from halucheck.engines import SamplingParams
@@ -397,10 +398,10 @@ def test_drafted_tokens_give_the_same_greedy_replies(engine32, monkeypatch):
     monkeypatch.setattr(_Batch, "HOLES", 4)
     monkeypatch.setattr(engine, "drafter", drafter)
     monkeypatch.setattr(engine, "draft_tokens", 4)
-    before = (engine.stats.steps, engine.stats.drafted, engine.stats.accepted)
+    before = (engine.stats.steps, engine.stats.drafted, engine.stats.accepted, engine.stats.packed)
     drafted = engine.generate(requests)
-    steps, n_drafted, n_accepted = (a - b for a, b in zip(
-        (engine.stats.steps, engine.stats.drafted, engine.stats.accepted), before))
+    steps, n_drafted, n_accepted, n_packed = (a - b for a, b in zip(
+        (engine.stats.steps, engine.stats.drafted, engine.stats.accepted, engine.stats.packed), before))
 
     assert [r.text for r in drafted] == [r.text for r in plain]
     assert [r.completion_tokens for r in drafted] == [r.completion_tokens for r in plain]
@@ -410,6 +411,7 @@ def test_drafted_tokens_give_the_same_greedy_replies(engine32, monkeypatch):
     assert 0 < n_accepted < n_drafted  # some drafts kept, some rejected
     assert steps < plain_steps
     assert gathers, "rejected drafts' holes were closed up at least once"
+    assert 0 < n_packed < steps  # rows feeding different numbers of tokens ran packed, the others padded
 
 
 def _schemas(requests):

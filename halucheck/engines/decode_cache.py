@@ -3,10 +3,50 @@ it needs transformers)."""
 
 from __future__ import annotations
 
-from typing import Any
+import threading
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any, Iterator
 
 import torch
 from transformers.cache_utils import DynamicLayer
+
+
+@dataclass
+class Pack:
+    """A decode step whose rows feed different numbers of tokens, run as one packed sequence.
+
+    Rows feed ``width`` positions at most (their token and its drafts); in the batch's layout each row's
+    tokens are right-aligned in a block of ``width`` new columns and the rest of its block is padding.
+    Computing that padding costs as much as real tokens (the 1.5B on two cores, 10 rows of 1,000 cached
+    tokens: 289 ms a step at one token per row, 662 ms at five), so the step runs the fed tokens only, as
+    one sequence of ``R`` tokens: token ``r`` belongs to row ``rows[r]`` and goes to column ``cols[r]`` of
+    its block. :class:`DecodeLayer` writes each token's keys and values into its row, the engine's
+    attention scatters the queries back into the batch layout, attends with ``allowed`` (batch x 1 x
+    width x length: the row's mask, causal over the block) and packs the outputs again.
+    """
+
+    rows: torch.Tensor
+    cols: torch.Tensor
+    width: int
+    allowed: torch.Tensor
+
+
+_local = threading.local()  # the decode loop's thread sets it around a packed step
+
+
+@contextmanager
+def packed(pack: Pack) -> Iterator[None]:
+    """Within this block, the cache layers and the engine's attention treat the forward as ``pack``."""
+    _local.pack = pack
+    try:
+        yield
+    finally:
+        _local.pack = None
+
+
+def current_pack() -> Pack | None:
+    return getattr(_local, "pack", None)
 
 
 class DecodeLayer(DynamicLayer):
@@ -41,11 +81,18 @@ class DecodeLayer(DynamicLayer):
         self.values = self._values[:, :, : self.length]
 
     def update(self, key_states: torch.Tensor, value_states: torch.Tensor, *args: Any, **kwargs: Any):
-        n = key_states.shape[2]
+        pack = current_pack()
+        n = key_states.shape[2] if pack is None else pack.width
         if self.length + n > self._keys.shape[2]:
             self._keys, self._values = self._grown(self._keys), self._grown(self._values)
-        self._keys[:, :, self.length : self.length + n] = key_states
-        self._values[:, :, self.length : self.length + n] = value_states
+        if pack is None:
+            self._keys[:, :, self.length : self.length + n] = key_states
+            self._values[:, :, self.length : self.length + n] = value_states
+        else:  # (1, heads, R, dim) packed tokens into their rows' blocks; the padding zeroed (masked, finite)
+            self._keys[:, :, self.length : self.length + n] = 0
+            self._values[:, :, self.length : self.length + n] = 0
+            self._keys[pack.rows, :, self.length + pack.cols] = key_states[0].transpose(0, 1).float()
+            self._values[pack.rows, :, self.length + pack.cols] = value_states[0].transpose(0, 1).float()
         self.length += n
         self._views()
         return self.keys, self.values
@@ -87,4 +134,4 @@ class DecodeLayer(DynamicLayer):
         self._views()
 
 
-__all__ = ["DecodeLayer"]
+__all__ = ["DecodeLayer", "Pack", "current_pack", "packed"]

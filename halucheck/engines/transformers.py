@@ -404,9 +404,32 @@ class TransformersEngine(Engine):
             new[i, width - len(feed) :] = 1
         positions = batch.mask.sum(-1, keepdim=True) + new.cumsum(-1) - 1
         batch.mask = torch.cat([batch.mask, new], dim=1)
+        if any(len(f) < width for f in feeds):  # some rows feed fewer tokens: run the fed ones only
+            batch.logits = self._packed_step(batch, ids, positions, new)
+            return batch
         out = self._forward(ids, batch.mask, positions.masked_fill(new == 0, 0), batch.cache, width)
         batch.logits = out.logits.float()
         return batch
+
+    def _packed_step(self, batch: "_Batch", ids, positions, new):
+        """The decode step's forward over the fed tokens only, as one sequence (``decode_cache.Pack``);
+        returns logits in the batch layout (rows x width x vocabulary; padding positions zero, never read)."""
+        import torch
+
+        from halucheck.engines.decode_cache import Pack, packed
+
+        self.stats.packed += 1
+        width, length = new.shape[1], batch.mask.shape[1]
+        rows, cols = new.nonzero(as_tuple=True)  # row-major: each row's tokens in order
+        causal = torch.ones((width, length), dtype=torch.bool).tril(length - width)
+        pack = Pack(rows, cols, width, batch.mask.bool()[:, None, None, :] & causal)
+        with packed(pack):
+            out = self.hf_model(input_ids=ids[rows, cols][None], position_ids=positions[rows, cols][None],
+                                attention_mask={"full_attention": None, "sliding_attention": None},
+                                use_cache=True, logits_to_keep=0, **{_cache_name(): batch.cache})
+        logits = torch.zeros((*new.shape, out.logits.shape[-1]), dtype=torch.float32)
+        logits[rows, cols] = out.logits[0].float()
+        return logits
 
     def _draft(self, row: "_Row") -> list[int]:
         """The tokens the row's drafter expects after its reply so far (greedy rows only: a sampled row
@@ -527,6 +550,7 @@ class LoopStats:
     step_s: float = 0.0
     drafted: int = 0  # tokens drafted (draft_tokens > 0), and of those the rows kept
     accepted: int = 0
+    packed: int = 0  # steps whose rows fed different numbers of tokens, run packed (no padding computed)
 
     def admit(self, requests: int) -> None:
         self.admissions += 1
@@ -591,14 +615,27 @@ def _attention(module, query, key, value, attention_mask, dropout=0.0, scaling=N
     heads, bfloat16) on two cores, and this 2.1 ms, with a smaller error against a float32 reference
     (4.9e-4 vs 6.5e-4; ``scripts/bench_decode_step.py``). Returns (output as (batch, tokens, heads, dim),
     None), as sdpa's does."""
-    import torch
+    from halucheck.engines.decode_cache import current_pack
 
-    batch, heads, tokens, dim = query.shape
-    if tokens > DECODE_TOKENS:  # a prompt pass
+    pack = current_pack()
+    if pack is not None:  # a packed step: the fed tokens into the batch layout, attend, and packed again
+        q = query.new_zeros((key.shape[0], query.shape[1], pack.width, query.shape[3]))
+        q[pack.rows, :, pack.cols] = query[0].transpose(0, 1)
+        out = _decode_attention(q, key, value, pack.allowed, scaling)
+        return out[pack.rows, pack.cols].unsqueeze(0), None
+    if query.shape[2] > DECODE_TOKENS:  # a prompt pass
         from transformers.integrations.sdpa_attention import sdpa_attention_forward
 
         return sdpa_attention_forward(module, query, key, value, attention_mask, dropout=dropout,
                                       scaling=scaling, **kwargs)
+    return _decode_attention(query, key, value, attention_mask, scaling), None
+
+
+def _decode_attention(query, key, value, attention_mask, scaling):
+    """:func:`_attention` for a few query tokens per row: (batch, tokens, heads, dim)."""
+    import torch
+
+    batch, heads, tokens, dim = query.shape
     kv_heads, length = key.shape[1], key.shape[2]
     groups = heads // kv_heads
     q = query.reshape(batch, kv_heads, groups * tokens, dim).float()
@@ -615,7 +652,7 @@ def _attention(module, query, key, value, attention_mask, dropout=0.0, scaling=N
         scores.masked_fill_(~causal, float("-inf"))
     probs = scores.softmax(dim=-1).view(batch, kv_heads, groups * tokens, length)
     out = torch.matmul(probs, value.float()).to(query.dtype)
-    return out.reshape(batch, heads, tokens, dim).transpose(1, 2).contiguous(), None
+    return out.reshape(batch, heads, tokens, dim).transpose(1, 2).contiguous()
 
 
 def load_dtype(requested: str | None, saved: str | None, native: set[str]) -> str:
