@@ -424,8 +424,9 @@ class TransformersEngine(Engine):
         causal = torch.ones((width, length), dtype=torch.bool).tril(length - width)
         pack = Pack(rows, cols, width, batch.mask.bool()[:, None, None, :] & causal)
         with packed(pack):
+            # no attention mask: the model builds a small one for a single sequence, which the attention
+            # ignores for ``pack.allowed``
             out = self.hf_model(input_ids=ids[rows, cols][None], position_ids=positions[rows, cols][None],
-                                attention_mask={"full_attention": None, "sliding_attention": None},
                                 use_cache=True, logits_to_keep=0, **{_cache_name(): batch.cache})
         logits = torch.zeros((*new.shape, out.logits.shape[-1]), dtype=torch.float32)
         logits[rows, cols] = out.logits[0].float()
