@@ -591,11 +591,14 @@ def calibrate_cmd(
         svg = out_dir / "reliability.svg"
         svg.write_text(diagram, encoding="utf-8")
         path.with_suffix(".svg").write_text(diagram, encoding="utf-8")  # beside the calibrator, for run's report
+        chance = calibration.ece_if_calibrated(cal.apply_many([r["score"] for r in rows]))
     except HalucheckError as exc:
         fail(str(exc))
     typer.echo(f"calibrator for {v.name}/{prof.name if prof else '-'} on {result.items} items: {cal.summary()}")
     typer.echo(f"  saved:       {path}  (used by run, check and eval with this verifier and profile)")
     typer.echo(f"  reliability: {svg}")
+    typer.echo(f"  by chance:   on {chance['n']} items like these, calibrated scores show ECE {chance['mean']:.3f} "
+               f"(95 %: {chance['p95']:.3f}); a lower ECE needs more items to show")
 
 
 def _report_missing(out_dir: Path, items: int) -> None:

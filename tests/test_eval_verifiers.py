@@ -422,6 +422,9 @@ def test_calibrate_then_eval_reports_before_and_after(tmp_path, monkeypatch, toy
                             "-o", str(tmp_path / "fit")])
     assert r.exit_code == 0, r.output
     assert "calibrator for judge-likert/j on 12 items" in r.stdout
+    chance = _re.search(r"by chance: +on 12 items like these, calibrated scores show ECE ([0-9.]+) \(95 %: ([0-9.]+)\)",
+                        r.stdout)
+    assert chance and 0 < float(chance.group(1)) < float(chance.group(2))
     stored = tmp_path / "home" / "calibration" / "judge-likert--j.json"
     assert stored.is_file() and stored.with_suffix(".svg").is_file() and (tmp_path / "fit" / "reliability.svg").is_file()
     r = runner.invoke(app, ["eval", "-d", "c", "-v", "judge-likert", "--config", str(cfg), "-o", str(tmp_path / "ev")])
