@@ -141,14 +141,17 @@ def expected_calibration_error(scores, labels, bins: int = ECE_BINS) -> float:
     """Binary ECE of the hallucination probability over ``bins`` equal-width bins (module docstring);
     NaN for no items."""
     s, y = _arrays(scores, labels)
-    if not s.size:
-        return math.nan
+    return float(_ece(s, y[None], bins)[0]) if s.size else math.nan
+
+
+def _ece(s: np.ndarray, y: np.ndarray, bins: int) -> np.ndarray:
+    """The ECE of scores ``s`` against each row of ``y`` (label sets x items), one definition for all."""
     idx = bin_index(s, bins)
-    total = 0.0
+    total = np.zeros(y.shape[0])
     for b in np.unique(idx):
         m = idx == b
-        total += m.sum() / y.size * abs(y[m].mean() - s[m].mean())
-    return float(total)
+        total += m.sum() / s.size * np.abs(y[:, m].mean(axis=1) - s[m].mean())
+    return total
 
 
 def brier_score(scores, labels) -> float:
@@ -171,24 +174,18 @@ def ece_if_calibrated(scores, labels=None, bins: int = ECE_BINS, draws: int = CO
     miscalibration; an observed ECE near ``mean`` is what calibrated scores give on ``n`` items, so a
     target below ``mean`` cannot be shown on so few. NaN fields for no items.
     """
-    s = np.asarray(scores, dtype=float).reshape(-1)
+    s, y = _arrays(scores, np.zeros(np.size(scores)) if labels is None else labels)
     out = {"n": int(s.size), "draws": int(draws), "mean": math.nan, "p95": math.nan}
-    observed = None if labels is None else expected_calibration_error(s, labels, bins)
     if labels is not None:
-        out.update(observed=observed, p_value=math.nan)
+        out.update(observed=math.nan, p_value=math.nan)
     if not s.size:
         return out
-    _arrays(s, np.zeros(s.size))  # the same checks on the scores as every ECE
-    rng = np.random.default_rng(seed)
-    y = rng.random((draws, s.size)) < s  # draws x items, each label Bernoulli(score)
-    idx = bin_index(s, bins)
-    ece = np.zeros(draws)
-    for b in np.unique(idx):
-        m = idx == b
-        ece += m.sum() / s.size * np.abs(y[:, m].mean(axis=1) - s[m].mean())
+    drawn = np.random.default_rng(seed).random((draws, s.size)) < s  # draws x items, each Bernoulli(score)
+    ece = _ece(s, drawn, bins)
     out.update(mean=float(ece.mean()), p95=float(np.quantile(ece, 0.95)))
-    if observed is not None:
-        out["p_value"] = float((ece >= observed - 1e-12).mean())
+    if labels is not None:
+        observed = float(_ece(s, y[None], bins)[0])
+        out.update(observed=observed, p_value=float((ece >= observed - 1e-12).mean()))
     return out
 
 
