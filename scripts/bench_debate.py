@@ -451,7 +451,7 @@ def compare_prefix_reuse(args, engine, agents, cfg, jobs, n) -> dict:
            "wall_speedup": round(on["claims_s"] / off["claims_s"], 2), "identical": identical,
            "replies_differing": differ, "prompts_in_both": len(common), "prompts_in_one_run_only": one_run_only,
            "same_verdicts": sum(a == b for a, b in zip(off["verdicts"], on["verdicts"])),
-           "cache_hits": cache.hits, "cache_peak_mib": round(cache.peak_bytes / 2**20, 1),
+           "cache_hits": cache.hits, "cache_extension_hits": cache.extension_hits, "cache_peak_mib": round(cache.peak_bytes / 2**20, 1),
            "cache_evictions": cache.evictions,
            "dtype": str(next(engine.hf_model.parameters()).dtype).removeprefix("torch."),
            **{f"{k}_{tag}": r[k] for tag, r in (("off", off), ("on", on))

@@ -135,9 +135,10 @@ def test_max_tokens_caps_each_row_and_a_finished_row_leaves_the_batch(engine, mo
 
 # -- prefix KV reuse --------------------------------------------------------------------------------
 
-def _debate_requests(max_tokens: int):
+def _debate_requests(max_tokens: int, rounds: int = 1):
     """The debate's own requests for three claims with 1, 3 and 5 passages: each claim's first call, then
-    the three later roles of each (nine requests, three groups)."""
+    the three later roles of each (nine requests, three groups); with ``rounds=2`` the same roles again
+    after other opinions (nine more, each going on like its role's earlier call for a while)."""
     from dataclasses import replace
 
     from halucheck.debate.agents import AgentCall, Agents
@@ -166,6 +167,13 @@ def _debate_requests(max_tokens: int):
         first.append(agents.request(claim, evidence, AgentCall("initial", "S0"), group=f"claim-{i}"))
         later += [agents.request(claim, evidence, AgentCall(role, "S1", previous=(earlier,)), group=f"claim-{i}")
                   for role in ("skeptic", "trust", "leader")]
+    if rounds == 2:
+        other = Turn(state="S1", role="leader", opinion="Sides with the Skeptic agent: passage 1 says so.",
+                     factuality=False, error_severity=2)
+        for i, (text, passages) in enumerate(claims):
+            claim, evidence = Claim(text), tuple(Evidence(p) for p in passages)
+            later += [agents.request(claim, evidence, AgentCall(role, "S2", previous=(earlier, other)),
+                                     group=f"claim-{i}") for role in ("skeptic", "trust", "leader")]
     # free text, greedy, short: what is compared is the tokens, and prefill is what reuse saves
     plain = lambda r: replace(r, schema=None, sampling=SamplingParams(max_tokens=max_tokens))  # noqa: E731
     return [plain(r) for r in first], [plain(r) for r in later]
@@ -253,6 +261,46 @@ def test_prefix_reuse_gives_the_same_greedy_tokens(engine32):
     assert prefilled_with < 0.5 * prefilled_without
     engine.release(["claim-0", "claim-1"])
     assert list(cache.entries) == ["claim-2"]
+
+
+def test_a_role_asked_again_reuses_its_earlier_call_with_the_same_greedy_tokens(engine32):
+    """Past the shared start: each role's second-round call goes on like its first-round call (role text,
+    the first opinion) and reuses that part's KV too; the token ids equal those computed in full."""
+    engine = engine32
+    first, later = _debate_requests(12, rounds=2)
+    cache = engine.prefix_cache
+    engine.release([f"claim-{i}" for i in range(3)])
+    captured: list = []
+    finish = engine._finish
+
+    def recording(row):
+        captured.append((row.request.messages[-1]["content"], row.tokens))
+        finish(row)
+
+    engine._finish = recording
+    try:
+        engine.generate(first)
+        engine.generate(later[:9])  # the shared starts, and each role's own part as an extension
+        starts = {g: len(e.tokens) for g, e in cache.entries.items()}
+        assert all(len(e.extensions) == 4 for e in cache.entries.values())  # the first call's, and 3 roles'
+        hits_before = cache.extension_hits
+        captured.clear()
+        with_reuse = engine.generate(later[9:])
+        tokens_with = sorted(captured)
+        engine.prefix_cache = None
+        captured.clear()
+        without = engine.generate(later[9:])
+        tokens_without = sorted(captured)
+    finally:
+        del engine._finish
+        engine.prefix_cache = cache
+    assert cache.extension_hits - hits_before == 9
+    for request, result in zip(later[9:], with_reuse):
+        assert result.cached_tokens > starts[request.prefix_group] + 16  # the role's text at least
+    assert tokens_with == tokens_without
+    assert [r.text for r in with_reuse] == [r.text for r in without]
+    engine.release([f"claim-{i}" for i in range(3)])
+    assert cache.bytes == 0
 
 
 def test_prompt_passes_join_into_one_decode_with_the_same_greedy_tokens(engine32, monkeypatch):

@@ -1,4 +1,5 @@
-"""The prefix KV cache's bookkeeping: what a group's entry holds, byte bound, LRU order, release.
+"""The prefix KV cache's bookkeeping: what a group's entry and its extensions hold, byte bound, LRU order,
+release.
 
 (The engine's use of it, with real greedy replies compared, is in test_engine_transformers.py.)
 """
@@ -29,32 +30,74 @@ def test_first_call_stores_second_keeps_the_common_prefix():
     cache = PrefixCache(max_bytes=10**6, min_tokens=4)
     a = list(range(100, 130))  # 30 tokens: 20 shared, then this call's own
     b = a[:20] + list(range(500, 512))
-    assert cache.match("claim", a) == (None, 0)  # nothing yet
+    assert cache.match("claim", a) is None  # nothing yet
     cache.store("claim", a, kv(a))
-    entry, n = cache.match("claim", b)
-    assert n == 20 and entry.tokens == a[:20]
-    keys, values = entry.layers[0]
+    hit = cache.match("claim", b)
+    assert (hit.n, hit.m, hit.tokens) == (20, 0, 20) and cache.entries["claim"].tokens == a[:20]
+    keys, values = hit.base[0]
     assert keys.shape == (HEADS, 20, DIM) and keys[0, :, 0].tolist() == a[:20] and values[1, 19, 3] == -a[19]
-    assert cache.bytes == nbytes(20)  # the tail's memory was given back
+    # the first call's own 10 tokens are kept as an extension, in copies (the 30-token tensors are freed)
+    (tail,) = cache.entries["claim"].extensions
+    assert tail.tokens == a[20:] and tail.layers[0][0][0, :, 0].tolist() == a[20:]
+    assert cache.bytes == nbytes(30) == cache.entries["claim"].nbytes
     c = a[:20] + [7, 7, 7]
-    assert cache.match("claim", c)[1] == 20  # a third call reuses the whole shared part
-    assert (cache.hits, cache.misses, cache.reused_tokens) == (2, 1, 40)
+    assert cache.match("claim", c).tokens == 20  # a third call reuses the whole shared part
+    assert (cache.hits, cache.misses, cache.extension_hits, cache.reused_tokens) == (2, 1, 0, 40)
+
+
+def test_a_call_that_goes_on_like_an_earlier_one_reuses_its_part_too():
+    """One level past the shared start: the longest match among the earlier calls' own parts."""
+    cache = PrefixCache(max_bytes=10**6, min_tokens=4)
+    shared = list(range(100, 120))
+    skeptic, trust = shared + list(range(200, 210)), shared + list(range(300, 306))
+    cache.store("claim", skeptic, kv(skeptic))
+    hit = cache.match("claim", trust + [1])  # the start shrinks to the shared 20; skeptic's 10 are kept
+    assert hit.tokens == 20
+    cache.extend("claim", shared, trust[20:] + [1], kv(trust[20:] + [1]))
+    again = skeptic[:28] + [9, 9]  # the skeptic asked again: 8 of its own tokens in common
+    hit = cache.match("claim", again)
+    assert (hit.n, hit.m) == (20, 8) and cache.extension_hits == 1
+    assert [p[0][0][0, :, 0].tolist()[:n] for p, n in hit.pieces()] == [shared, skeptic[20:28]]
+    # too little past the start (3 < 4 tokens) is the shared start only; the last token is always computed
+    assert cache.match("claim", trust[:23] + [5, 5]).m == 0
+    assert cache.match("claim", trust + [1]).m == 6  # its own part, not the last token
+    # an extension is only kept on top of the start it followed, and never twice
+    cache.extend("claim", shared[:10], list(range(50, 60)), kv(list(range(50, 60))))
+    cache.extend("claim", shared, skeptic[20:25], kv(skeptic[20:25]))
+    assert len(cache.entries["claim"].extensions) == 2
+    # the shared start shrinks: the extensions went on from its old end, so they go
+    cache.match("claim", shared[:12] + [4] * 10)
+    entry = cache.entries["claim"]
+    assert [e.tokens for e in entry.extensions] == [shared[12:]] and cache.bytes == entry.nbytes == nbytes(20)
+
+
+def test_extensions_per_group_are_bounded_newest_kept():
+    cache = PrefixCache(max_bytes=10**6, min_tokens=4, max_extensions=2)
+    shared = list(range(20))
+    cache.store("g", shared, kv(shared))
+    for first in (100, 200, 300):
+        own = list(range(first, first + 5))
+        cache.extend("g", shared, own, kv(own))
+    assert [e.tokens[0] for e in cache.entries["g"].extensions] == [200, 300]
+    assert cache.bytes == nbytes(30)
+    cache.release("g")
+    assert cache.bytes == 0
 
 
 def test_the_last_prompt_token_is_always_computed():
     cache = PrefixCache(max_bytes=10**6, min_tokens=4)
     a = list(range(10))
     cache.store("g", a, kv(a))
-    entry, n = cache.match("g", a)  # the same prompt again (a retry)
-    assert n == 9 and len(entry.tokens) == 9
+    hit = cache.match("g", a)  # the same prompt again (a retry)
+    assert hit.tokens == 9 and len(cache.entries["g"].tokens) == 9
 
 
 def test_too_little_in_common_is_a_miss_and_other_groups_are_not_read():
     cache = PrefixCache(max_bytes=10**6, min_tokens=8)
     a = list(range(20))
     cache.store("g", a, kv(a))
-    assert cache.match("g", a[:5] + [99] * 10) == (None, 0)  # 5 shared < 8
-    assert cache.match("other", a) == (None, 0)  # same tokens, other group: never shared
+    assert cache.match("g", a[:5] + [99] * 10) is None  # 5 shared < 8
+    assert cache.match("other", a) is None  # same tokens, other group: never shared
     assert cache.entries["g"].tokens == a  # a miss does not shrink the entry
 
 

@@ -10,6 +10,11 @@ then on reuses exactly that. A token's keys and values depend on it and the toke
 (causal attention, positions counted from the start), so a common token prefix is always safe to reuse:
 nothing has to be told where the shared text ends, and a prompt that shares less simply reuses less.
 
+Past the shared start, a group also keeps each earlier call's own tokens and their KV (an *extension*,
+at most ``MAX_EXTENSIONS`` per group): a later call that goes on like one of them (the same role's
+instructions, asked again in the next round) reuses that part too. A call thus reuses its longest common
+prefix with any earlier call of its group, one level deep: the shared start, then one extension.
+
 Bounded in bytes: the least recently used groups are dropped first; ``release`` drops a group whose
 calls are over (a finished debate).
 """
@@ -18,70 +23,116 @@ from __future__ import annotations
 
 import os
 from collections import OrderedDict
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Sequence
 
 # Fewer shared tokens than this are not worth a cache entry (the system prompt of two unrelated groups).
 MIN_SHARED_TOKENS = 16
+# Earlier calls' own parts kept per group (a debate asks each of its 3-4 roles again; the newest are kept).
+MAX_EXTENSIONS = 8
 
 
 @dataclass
 class Entry:
-    """One group's cached prefix: its tokens and, per layer, keys and values ``(heads, tokens, dim)``."""
+    """Tokens and, per layer, their keys and values ``(heads, tokens, dim)``: a group's shared start, or an
+    extension (tokens that followed it in one call, and their KV at those positions)."""
 
     tokens: list[int]
     layers: list[tuple[Any, Any]]
+    extensions: list["Entry"] = field(default_factory=list)  # a shared start's, oldest first
 
     @property
     def nbytes(self) -> int:
-        return sum(k.numel() * k.element_size() + v.numel() * v.element_size() for k, v in self.layers)
+        own = sum(k.numel() * k.element_size() + v.numel() * v.element_size() for k, v in self.layers)
+        return own + sum(e.nbytes for e in self.extensions)
 
-    def truncate(self, n: int) -> None:
-        """Keep the first ``n`` tokens (copies, so the longer tensors' memory is freed)."""
+    def split(self, n: int) -> "Entry":
+        """Keep the first ``n`` tokens (copies, so the longer tensors' memory is freed) and return the rest
+        as an extension; the old extensions went on from the old end, so they are dropped."""
+        tail = Entry(self.tokens[n:], [(k[:, n:].clone(), v[:, n:].clone()) for k, v in self.layers])
         self.tokens = self.tokens[:n]
         self.layers = [(k[:, :n].clone(), v[:, :n].clone()) for k, v in self.layers]
+        self.extensions = []
+        return tail
+
+
+@dataclass(frozen=True)
+class Hit:
+    """What one call reuses: ``n`` tokens of its group's shared start, then ``m`` tokens of an extension
+    (none when ``m`` is 0). Holds the layers as they were when matched, so a later call that shrinks the
+    entry does not change what this one reads."""
+
+    base: list[tuple[Any, Any]]
+    n: int
+    extension: list[tuple[Any, Any]] | None = None
+    m: int = 0
+
+    @property
+    def tokens(self) -> int:
+        return self.n + self.m
+
+    def pieces(self) -> list[tuple[list[tuple[Any, Any]], int]]:
+        """(layers, tokens used) in prompt order."""
+        return [(self.base, self.n)] + ([(self.extension, self.m)] if self.m else [])
+
+
+def _common(a: Sequence[int], b: Sequence[int]) -> int:
+    return len(os.path.commonprefix([list(a), list(b)]))
 
 
 class PrefixCache:
     """Per-group prefix KV, least recently used first out once ``max_bytes`` is exceeded.
 
     Counters for reports and benchmarks: ``hits`` / ``misses`` (calls of a group with / without a usable
-    entry), ``reused_tokens`` (prompt tokens served from entries), ``evictions``, ``peak_bytes`` (the most
-    the entries held, counted before evicting: what the groups in flight asked for).
+    entry), ``extension_hits`` (hits that also reused an earlier call's own part), ``reused_tokens``
+    (prompt tokens served from entries), ``evictions``, ``peak_bytes`` (the most the entries held, counted
+    before evicting: what the groups in flight asked for).
     """
 
-    def __init__(self, max_bytes: int, min_tokens: int = MIN_SHARED_TOKENS) -> None:
+    def __init__(self, max_bytes: int, min_tokens: int = MIN_SHARED_TOKENS,
+                 max_extensions: int = MAX_EXTENSIONS) -> None:
         self.max_bytes = int(max_bytes)
         self.min_tokens = min_tokens
+        self.max_extensions = max_extensions
         self.entries: OrderedDict[str, Entry] = OrderedDict()
         self.bytes = self.peak_bytes = 0
-        self.hits = self.misses = self.reused_tokens = self.evictions = 0
+        self.hits = self.misses = self.extension_hits = self.reused_tokens = self.evictions = 0
 
     def __len__(self) -> int:
         return len(self.entries)
 
-    def match(self, group: str, ids: Sequence[int]) -> tuple[Entry | None, int]:
-        """The group's entry and how many leading tokens of ``ids`` it serves (0 when none).
+    def match(self, group: str, ids: Sequence[int]) -> Hit | None:
+        """What the group's entry serves of ``ids``: its shared start and the extension that goes on
+        furthest like ``ids``; None when fewer than ``min_tokens`` are shared.
 
         The last prompt token is always left to compute (its logits give the first reply token). When
-        ``ids`` shares fewer tokens than the entry holds, the entry shrinks to the shared part: that is
-        what the group's calls have in common.
+        ``ids`` shares fewer tokens than the shared start holds, the start shrinks to the shared part (that
+        is what the group's calls have in common) and the part cut off becomes an extension.
         """
         entry = self.entries.get(group)
-        n = 0
-        if entry is not None:
-            n = min(len(os.path.commonprefix([entry.tokens, list(ids)])), len(ids) - 1)
+        n = min(_common(entry.tokens, ids), len(ids) - 1) if entry is not None else 0
         if n < self.min_tokens:
             self.misses += 1
-            return None, 0
+            return None
         if n < len(entry.tokens):
-            self.bytes -= entry.nbytes
-            entry.truncate(n)
-            self.bytes += entry.nbytes
+            before = entry.nbytes
+            tail = entry.split(n)
+            if len(tail.tokens) >= self.min_tokens:
+                entry.extensions.append(tail)
+            self.bytes += entry.nbytes - before
+        rest = ids[n : len(ids) - 1]
+        ext, m = max(((e, _common(e.tokens, rest)) for e in entry.extensions), key=lambda p: p[1],
+                     default=(None, 0))
+        if m < self.min_tokens:
+            ext, m = None, 0
+        else:
+            entry.extensions.remove(ext)
+            entry.extensions.append(ext)  # newest last: the oldest goes first
+            self.extension_hits += 1
         self.entries.move_to_end(group)
         self.hits += 1
-        self.reused_tokens += n
-        return entry, n
+        self.reused_tokens += n + m
+        return Hit(entry.layers, n, ext.layers if ext else None, m)
 
     def store(self, group: str, tokens: Sequence[int], layers: list[tuple[Any, Any]]) -> None:
         """Keep ``layers`` (this prompt's KV, per layer ``(heads, tokens, dim)``) as the group's entry."""
@@ -91,9 +142,27 @@ class PrefixCache:
         if entry.nbytes > self.max_bytes:
             return
         self.entries[group] = entry
-        self.bytes += entry.nbytes
+        self._grew(entry.nbytes)
+
+    def extend(self, group: str, start: Sequence[int], tokens: Sequence[int], layers: list[tuple[Any, Any]]) -> None:
+        """Keep ``tokens`` (what followed ``start`` in one call) and their KV as an extension of the group,
+        if ``start`` is still exactly its shared start and no extension already holds them."""
+        entry = self.entries.get(group)
+        if entry is None or len(tokens) < self.min_tokens or list(start) != entry.tokens:
+            return
+        if any(_common(e.tokens, tokens) == len(tokens) for e in entry.extensions):
+            return
+        ext = Entry(list(tokens), layers)
+        entry.extensions.append(ext)
+        grown = ext.nbytes
+        while len(entry.extensions) > self.max_extensions:
+            grown -= entry.extensions.pop(0).nbytes
+        self._grew(grown)
+
+    def _grew(self, nbytes: int) -> None:
+        self.bytes += nbytes
         self.peak_bytes = max(self.peak_bytes, self.bytes)
-        while self.bytes > self.max_bytes:
+        while self.bytes > self.max_bytes and self.entries:
             _, old = self.entries.popitem(last=False)
             self.bytes -= old.nbytes
             self.evictions += 1
@@ -105,4 +174,4 @@ class PrefixCache:
             self.bytes -= entry.nbytes
 
 
-__all__ = ["Entry", "MIN_SHARED_TOKENS", "PrefixCache"]
+__all__ = ["Entry", "Hit", "MAX_EXTENSIONS", "MIN_SHARED_TOKENS", "PrefixCache"]

@@ -13,7 +13,8 @@ repetition controls and random generator. The running batch keeps its KV in floa
 grow (``halucheck.engines.decode_cache``), so a step neither copies nor converts the cache.
 
 Prefix reuse: requests that share a ``prefix_group`` (a debate's calls about one claim) reuse the KV
-of their common token prefix (system prompt, evidence, claim) from the group's earlier calls
+of their common token prefix (system prompt, evidence, claim) from the group's earlier calls, and past
+it the KV of an earlier call they go on like (the same role asked again)
 (``halucheck.engines.prefix_cache``). In a prompt chunk, each row's cached prefix is left-padded to the
 longest one, and the rest of its prompt follows after its own padding:
 ``[pad][cached prefix][pad][rest of the prompt]``; the attention mask hides both pads and the
@@ -53,7 +54,7 @@ from halucheck.engines import ngrams
 from halucheck.engines.base import Engine, Request, Result
 from halucheck.engines.drafts import NGramDrafter
 from halucheck.engines.index_cache import IndexCache
-from halucheck.engines.prefix_cache import PrefixCache
+from halucheck.engines.prefix_cache import Hit, PrefixCache
 from halucheck.errors import ConfigError, EngineError, HalucheckError
 
 DEFAULT_MODEL = "qwen2.5-coder-1.5b-instruct"
@@ -294,15 +295,15 @@ class TransformersEngine(Engine):
               EngineError("the transformers engine was closed while decoding"))
 
     def _admit(self, batch: "_Batch | None", taken: list[tuple[Request, Future, float]]) -> "_Batch | None":
-        """Prepare the taken requests, compute their prompts in passes of ``prefill_batch`` rows (longest
-        first) and join them to the running batch (or start one)."""
+        """Prepare the taken requests, compute their prompts in passes of ``prefill_batch`` rows (most
+        tokens to compute first) and join them to the running batch (or start one)."""
         rows = []
         for request, future, since in taken:
             try:
                 rows.append(self._row(request, future, since))
             except Exception as exc:  # this request only (e.g. a schema Outlines cannot compile)
                 future.set_exception(exc)
-        rows.sort(key=lambda r: len(r.input_ids), reverse=True)
+        rows.sort(key=lambda r: len(r.input_ids) - r.cached, reverse=True)  # rows computing as many tokens together
         parts = [self._prefill(rows[i : i + self.prefill_batch]) for i in range(0, len(rows), self.prefill_batch)]
         if not parts:
             return batch
@@ -314,9 +315,9 @@ class TransformersEngine(Engine):
 
     def _row(self, request: Request, future: Future, since: float) -> "_Row":
         input_ids = self._encode(request.messages)
-        cached = self._cached_prefix(request, input_ids)
+        hit = self._cached_prefix(request, input_ids)
         return _Row(
-            request, input_ids, cached, future, since,
+            request, input_ids, hit, future, since,
             index=self._index_for(request.schema) if request.schema else None,
             eos_ids=self.eos_ids,
             seen=input_ids if request.avoid is None else self._tokens(request.avoid),
@@ -339,23 +340,23 @@ class TransformersEngine(Engine):
         its prompt]`` (see the module doc); only the rest is computed."""
         import torch
 
-        prefix_width = max(r.cached[1] for r in chunk)
-        width = prefix_width + max(len(r.input_ids) - r.cached[1] for r in chunk)
+        prefix_width = max(r.cached for r in chunk)
+        width = prefix_width + max(len(r.input_ids) - r.cached for r in chunk)
         ids = torch.full((len(chunk), width), self.pad_id, dtype=torch.long)
         mask = torch.zeros((len(chunk), width), dtype=torch.long)
         for i, r in enumerate(chunk):
-            n = r.cached[1]
+            n = r.cached
             rest = r.input_ids[n:]
             ids[i, prefix_width - n : prefix_width] = torch.tensor(r.input_ids[:n], dtype=torch.long)
             ids[i, width - len(rest) :] = torch.tensor(rest, dtype=torch.long)
             mask[i, prefix_width - n : prefix_width] = 1
             mask[i, width - len(rest) :] = 1
             self.prefilled_tokens += len(rest)
-        past = self._batch_cache([r.cached for r in chunk], prefix_width) if prefix_width else None
+        past = self._batch_cache([r.hit for r in chunk], prefix_width) if prefix_width else None
         positions = (mask.cumsum(-1) - 1).masked_fill(mask == 0, 0)  # pads count no position
         out = self._forward(ids[:, prefix_width:], mask, positions[:, prefix_width:], past)
         cache = getattr(out, _cache_name())
-        self._keep_prefixes(chunk, cache, width)
+        self._keep_prefixes(chunk, cache, prefix_width, width)
         return out.logits[:, -1:, :].float(), cache, mask
 
     def _step(self, batch: "_Batch") -> "_Batch | None":
@@ -446,7 +447,7 @@ class TransformersEngine(Engine):
         result = Result(
             text=self.tokenizer.decode(row.tokens, skip_special_tokens=True),
             prompt_tokens=len(row.input_ids),
-            cached_tokens=row.cached[1],
+            cached_tokens=row.cached,
             completion_tokens=len(row.tokens) + row.ended,  # a generated end token counts
             latency_s=time.perf_counter() - row.since,
             capped=not row.ended,
@@ -465,48 +466,60 @@ class TransformersEngine(Engine):
                              logits_to_keep=keep, **kwargs)
 
     # -- prefix reuse ---------------------------------------------------------------------------
-    def _cached_prefix(self, request: Request, input_ids: list[int]) -> tuple[Any, int]:
-        """The prefix cache's entry for this request's group and the tokens it serves, or (None, 0)."""
+    def _cached_prefix(self, request: Request, input_ids: list[int]) -> Hit | None:
+        """What the prefix cache serves of this request's prompt (its group's entry), or None."""
         if self.prefix_cache is None or not request.prefix_group:
-            return None, 0
+            return None
         with self._prefix_lock:
             return self.prefix_cache.match(request.prefix_group, input_ids)
 
-    def _batch_cache(self, cached: list[tuple[Any, int]], width: int) -> Any:
-        """One DynamicCache for the chunk: each row's cached keys and values right-aligned in ``width``
-        positions (zeros before them, which the attention mask hides)."""
+    def _batch_cache(self, hits: list[Hit | None], width: int) -> Any:
+        """One DynamicCache for the chunk: each row's cached keys and values (shared start, then any
+        extension) right-aligned in ``width`` positions (zeros before them, which the attention mask hides)."""
         from transformers import DynamicCache
 
-        some = next(entry for entry, _ in cached if entry is not None)
-        k0 = some.layers[0][0]
+        k0 = next(h for h in hits if h is not None).base[0][0]
         heads, dim = k0.shape[0], k0.shape[2]
         layers = []
-        for layer in range(len(some.layers)):
-            keys = k0.new_zeros((len(cached), heads, width, dim))
-            values = k0.new_zeros((len(cached), heads, width, dim))
-            for row, (entry, n) in enumerate(cached):
-                if entry is not None:
-                    k, v = entry.layers[layer]
-                    keys[row, :, width - n :] = k[:, :n]
-                    values[row, :, width - n :] = v[:, :n]
+        for layer in range(len(next(h for h in hits if h is not None).base)):
+            keys = k0.new_zeros((len(hits), heads, width, dim))
+            values = k0.new_zeros((len(hits), heads, width, dim))
+            for row, hit in enumerate(hits):
+                start = width - (hit.tokens if hit else 0)
+                for part, n in hit.pieces() if hit else ():
+                    k, v = part[layer]
+                    keys[row, :, start : start + n] = k[:, :n]
+                    values[row, :, start : start + n] = v[:, :n]
+                    start += n
             layers.append((keys, values))
         return DynamicCache(ddp_cache_data=layers)
 
-    def _keep_prefixes(self, chunk: list["_Row"], past: Any, width: int) -> None:
-        """Store the prompt KV of each grouped row that had no entry: its group's next call shares it.
-        Such a row's prompt is contiguous and ends at ``width`` (it had no cached part)."""
+    def _keep_prefixes(self, chunk: list["_Row"], past: Any, prefix_width: int, width: int) -> None:
+        """Keep what the group's next calls may reuse: a row without a cached part stores its whole prompt
+        as its group's entry (the prompt is contiguous and ends at ``width``); a row that reused its
+        group's shared start keeps its own tokens after it (any extension it reused, then what it
+        computed) as an extension."""
+        import torch
+
         cache = self.prefix_cache
         if cache is None or past is None:
             return
         for i, row in enumerate(chunk):
-            group = row.request.prefix_group
-            if row.cached[0] is not None or not group or group in cache.entries:
+            group, hit = row.request.prefix_group, row.hit
+            if not group:
                 continue
-            start = width - len(row.input_ids)
-            layers = [(layer.keys[i, :, start:width].clone(), layer.values[i, :, start:width].clone())
-                      for layer in past.layers]
+            if hit is None:
+                start = width - len(row.input_ids)
+                spans = [(start, width)]
+            else:
+                spans = [(prefix_width - hit.m, prefix_width), (width - (len(row.input_ids) - hit.tokens), width)]
+            layers = [(torch.cat([layer.keys[i, :, a:b] for a, b in spans], dim=1),  # (heads, tokens, dim)
+                       torch.cat([layer.values[i, :, a:b] for a, b in spans], dim=1)) for layer in past.layers]
             with self._prefix_lock:
-                cache.store(group, row.input_ids, layers)
+                if hit is None:
+                    cache.store(group, row.input_ids, layers)
+                else:
+                    cache.extend(group, row.input_ids[: hit.n], row.input_ids[hit.n :], layers)
 
     def release(self, groups) -> None:
         """Forget the cached prefixes of these groups (their calls are over)."""
@@ -802,15 +815,17 @@ class _Row:
     sample whatever else is in the batch.
     """
 
-    def __init__(self, request: Request, input_ids: list[int], cached: tuple[Any, int], future: Future,
+    def __init__(self, request: Request, input_ids: list[int], hit: Hit | None, future: Future,
                  since: float, index: Any = None, eos_ids: Sequence[int] = (), seen: Sequence[int] = (),
                  quote: Sequence[int] = ()) -> None:
         """``seen``: the tokens its repetition controls count as already said (the prompt, or the text the
-        request asked to avoid); ``quote``: the tokens its repetition controls let it repeat."""
+        request asked to avoid); ``quote``: the tokens its repetition controls let it repeat; ``hit``: what
+        the prefix cache serves of its prompt."""
         import torch
         from outlines_core import Guide
 
-        self.request, self.input_ids, self.cached = request, input_ids, cached
+        self.request, self.input_ids, self.hit = request, input_ids, hit
+        self.cached = hit.tokens if hit else 0  # leading prompt tokens served from the prefix cache
         self.future, self.since = future, since
         self.eos_ids = set(eos_ids)
         s = request.sampling
