@@ -62,7 +62,8 @@ DEFAULT_MODEL = "qwen2.5-coder-1.5b-instruct"
 # small models then fill max_tokens with newlines; one optional space keeps replies compact and valid.
 DEFAULT_WHITESPACE = r"[ ]?"
 # Bytes of prefix KV kept between calls. The 1.5B model keeps 28 KiB per token in bfloat16, so a debate's
-# ~1,000-token shared prefix takes ~28 MiB and 2 GiB holds ~70 debates in flight (the scheduler keeps max_batch, 16).
+# ~1,000-token shared prefix takes ~28 MiB, ~42 MiB with its calls' own parts (16 debates peaked at 670 MiB):
+# 2 GiB holds ~48 debates in flight (the scheduler keeps max_batch, 16).
 DEFAULT_PREFIX_CACHE_MB = 2048
 
 
