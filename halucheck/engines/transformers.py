@@ -479,10 +479,11 @@ class TransformersEngine(Engine):
         extension) right-aligned in ``width`` positions (zeros before them, which the attention mask hides)."""
         from transformers import DynamicCache
 
-        k0 = next(h for h in hits if h is not None).base[0][0]
+        some = next(h for h in hits if h is not None).base
+        k0 = some[0][0]
         heads, dim = k0.shape[0], k0.shape[2]
         layers = []
-        for layer in range(len(next(h for h in hits if h is not None).base)):
+        for layer in range(len(some)):
             keys = k0.new_zeros((len(hits), heads, width, dim))
             values = k0.new_zeros((len(hits), heads, width, dim))
             for row, hit in enumerate(hits):
@@ -507,7 +508,7 @@ class TransformersEngine(Engine):
             return
         for i, row in enumerate(chunk):
             group, hit = row.request.prefix_group, row.hit
-            if not group:
+            if not group or (hit is None and group in cache.entries):  # a miss keeps the group's entry
                 continue
             if hit is None:
                 start = width - len(row.input_ids)
