@@ -51,9 +51,10 @@ This is the binary ECE of the positive class ("hallucinated"), not the top-label
 ``(score - label)**2``.
 
 Storage: one file per verifier and profile in the user cache,
-``user_cache_dir() / "calibration" / "<verifier>--<profile>.json"`` (names percent-encoded). A stored
-calibrator is applied only to the model it was fitted on: :func:`load` raises a
-:class:`~halucheck.errors.ConfigError` otherwise.
+``user_cache_dir() / "calibration" / "<verifier>--<profile>.json"`` (names percent-encoded), and beside
+it any number of named ones, ``<verifier>--<profile>@<name>.json`` (one per kind of data: a map fitted
+on one domain's base rate is off for another's). A stored calibrator is applied only to the model it
+was fitted on: :func:`load` raises a :class:`~halucheck.errors.ConfigError` otherwise.
 """
 
 from __future__ import annotations
@@ -66,7 +67,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, fields
 from datetime import datetime, timezone
 from pathlib import Path
-from urllib.parse import quote
+from urllib.parse import quote, unquote
 from xml.sax.saxutils import escape
 
 import numpy as np
@@ -440,6 +441,7 @@ class Calibrator:
     verifier: str | None = None
     profile: str | None = None
     model: str | None = None
+    name: str | None = None
     datasets: list = field(default_factory=list)
     files: list = field(default_factory=list)
     split: str | None = None
@@ -506,7 +508,8 @@ class Calibrator:
     def describe(self) -> str:
         """What a user's output says about the P(hallucinated) it shows: which map, fitted on what."""
         fitted = ", ".join([*self.datasets, *self.files]) or "labelled data"
-        return (f"calibrated: {self.method} map for {self.verifier}/{self.profile or '-'} fitted on {fitted} "
+        label = f" {self.name!r}" if self.name else ""
+        return (f"calibrated: {self.method} map{label} for {self.verifier}/{self.profile or '-'} fitted on {fitted} "
                 f"({self.split or 'all'}, {self.n} items; ECE {_f(self.ece_before)} -> {_f(self.ece_after)} there)")
 
     # ---- JSON
@@ -612,6 +615,7 @@ def fit(
     verifier: str | None = None,
     profile: str | None = None,
     model: str | None = None,
+    name: str | None = None,
     datasets: Sequence[str] = (),
     files: Sequence[str | os.PathLike] = (),
     split: str | None = None,
@@ -697,6 +701,7 @@ def fit(
         verifier=verifier,
         profile=profile,
         model=model,
+        name=name,
         datasets=[str(d) for d in datasets],
         files=[str(f) for f in files],
         split=split,
@@ -732,21 +737,34 @@ def calibration_dir(root: str | os.PathLike | None = None) -> Path:
     return Path(root) if root is not None else user_cache_dir() / "calibration"
 
 
-def calibration_path(verifier: str, profile: str | None, root: str | os.PathLike | None = None) -> Path:
-    """``<dir>/<verifier>--<profile>.json``; both names percent-encoded (``selfcheck,debate`` ->
-    ``selfcheck%2Cdebate``), so any name is one file name inside the folder and two names never share a
-    file. No profile (a verifier without a model) is an empty one."""
+def calibration_path(verifier: str, profile: str | None, root: str | os.PathLike | None = None,
+                     name: str | None = None) -> Path:
+    """``<dir>/<verifier>--<profile>.json``, or ``<verifier>--<profile>@<name>.json`` for a named one; all
+    names percent-encoded (``selfcheck,debate`` -> ``selfcheck%2Cdebate``), so any name is one file name
+    inside the folder and two names never share a file. No profile (a verifier without a model) is an
+    empty one."""
     if not verifier:
         raise ValueError("a calibrator is stored under its verifier's name; none given")
-    return calibration_dir(root) / f"{quote(str(verifier), safe='')}--{quote(str(profile or ''), safe='')}.json"
+    if name is not None and not str(name).strip():
+        raise ValueError("a calibrator's name is empty; give one, e.g. --name medical")
+    label = f"@{quote(str(name), safe='')}" if name is not None else ""
+    return calibration_dir(root) / f"{quote(str(verifier), safe='')}--{quote(str(profile or ''), safe='')}{label}.json"
+
+
+def names(verifier: str, profile: str | None, root: str | os.PathLike | None = None) -> list[str]:
+    """The names of the calibrators stored for ``verifier`` on ``profile`` (``calibrate --name``), sorted."""
+    stem = calibration_path(verifier, profile, root).stem + "@"
+    folder = calibration_dir(root)
+    found = folder.glob("*.json") if folder.is_dir() else ()
+    return sorted(unquote(p.stem[len(stem):]) for p in found if p.stem.startswith(stem))
 
 
 def save(calibrator: Calibrator, root: str | os.PathLike | None = None) -> Path:
-    """Write ``calibrator`` (atomically) to :func:`calibration_path` and return the path; replaces the
-    one stored for the same verifier and profile."""
+    """Write ``calibrator`` (atomically) to :func:`calibration_path` (under its ``name`` when it has one)
+    and return the path; replaces the one stored for the same verifier, profile and name."""
     if not calibrator.verifier:
         raise ValueError("this calibrator has no verifier name; fit it with verifier=... to store it")
-    path = calibration_path(calibrator.verifier, calibrator.profile, root)
+    path = calibration_path(calibrator.verifier, calibrator.profile, root, calibrator.name)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=path.name + ".", suffix=".tmp", dir=path.parent)
     try:
@@ -759,28 +777,73 @@ def save(calibrator: Calibrator, root: str | os.PathLike | None = None) -> Path:
     return path
 
 
-def load(verifier: str, profile: str | None, model: str | None, root: str | os.PathLike | None = None) -> Calibrator | None:
-    """The stored calibrator of ``verifier`` on ``profile``, or None when there is none.
+def _read(path: Path, what: str) -> Calibrator:
+    try:
+        return Calibrator.from_json(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as e:
+        raise ConfigError(f"calibrator file {path} is unreadable ({e}); run `halucheck calibrate ...` for {what} "
+                          "again or delete the file") from None
+
+
+def _same_model(cal: Calibrator, what: str, model: str | None, path: Path) -> Calibrator:
+    if cal.model != model:
+        raise ConfigError(f"calibrator for {what} was fitted on model {cal.model}, this run uses model {model}; "
+                          f"run `halucheck calibrate ...` again (the stored one is {path})")
+    return cal
+
+
+def load(verifier: str, profile: str | None, model: str | None, root: str | os.PathLike | None = None,
+         name: str | None = None) -> Calibrator | None:
+    """The stored calibrator of ``verifier`` on ``profile`` (the one called ``name``, when given), or None
+    when there is none. A ``name`` asked for and not stored is a :class:`ConfigError` (the user chose it).
 
     Raises :class:`ConfigError` when the stored one was fitted on another model than ``model`` (it is
     never applied to another model), or when the file is damaged.
     """
-    path = calibration_path(verifier, profile, root)
+    path = calibration_path(verifier, profile, root, name)
+    what = f"{verifier}/{profile}" if profile else verifier
     if not path.is_file():
-        return None
-    name = f"{verifier}/{profile}" if profile else verifier
-    try:
-        cal = Calibrator.from_json(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as e:
-        raise ConfigError(f"calibrator file {path} is unreadable ({e}); run `halucheck calibrate ...` for {name} "
-                          "again or delete the file") from None
-    if cal.verifier != verifier or (cal.profile or None) != (profile or None):
-        raise ConfigError(f"calibrator file {path} holds {cal.verifier}/{cal.profile}, not {name}; "
+        if name is None:
+            return None
+        have = names(verifier, profile, root)
+        raise ConfigError(f"no calibrator named {name!r} for {what}"
+                          + (f" (stored: {', '.join(have)})" if have else " (none is named)")
+                          + f"; fit one with `halucheck calibrate ... -v {verifier}"
+                          + (f" -p {profile}" if profile else "") + f" --name {name}`, or pass a calibrator file")
+    cal = _read(path, what)
+    if cal.verifier != verifier or (cal.profile or None) != (profile or None) or cal.name != name:
+        raise ConfigError(f"calibrator file {path} holds {cal.verifier}/{cal.profile}"
+                          + (f" named {cal.name!r}" if cal.name else "") + f", not {what}; "
                           "run `halucheck calibrate ...` again or delete the file")
-    if cal.model != model:
-        raise ConfigError(f"calibrator for {name} was fitted on model {cal.model}, this run uses model {model}; "
-                          f"run `halucheck calibrate ...` again (the stored one is {path})")
-    return cal
+    return _same_model(cal, what, model, path)
+
+
+def load_file(path: str | os.PathLike, verifier: str, model: str | None) -> Calibrator:
+    """A calibrator from a file (one `halucheck calibrate` stored or kept with its fitting run), checked to
+    be for ``verifier`` and fitted on ``model``; it may have been fitted on another profile of that model
+    (its description names the profile)."""
+    path = Path(path)
+    if not path.is_file():
+        raise ConfigError(f"calibrator file {path} does not exist; pass a file written by `halucheck calibrate` "
+                          "(calibrator.json in its run folder) or a stored calibrator's name")
+    cal = _read(path, verifier)
+    if cal.verifier != verifier:
+        raise ConfigError(f"calibrator file {path} is for verifier {cal.verifier}, this run uses {verifier}; "
+                          f"pass one fitted with `halucheck calibrate ... -v {verifier}`")
+    return _same_model(cal, verifier, model, path)
+
+
+def resolve(verifier: str, profile: str | None, model: str | None, choice: str | os.PathLike | None = None,
+            root: str | os.PathLike | None = None) -> tuple[Calibrator | None, Path | None]:
+    """The calibrator a run uses and where it was read, ``(None, None)`` when there is none: ``choice`` None
+    is the stored unnamed one; a path (ending in ``.json`` or holding a folder separator) is a file, read
+    by :func:`load_file`; anything else a stored calibrator's name (:func:`load`)."""
+    if choice is None:
+        return load(verifier, profile, model, root), calibration_path(verifier, profile, root)
+    choice = str(choice)
+    if choice.endswith(".json") or "/" in choice or os.sep in choice:
+        return load_file(choice, verifier, model), Path(choice)
+    return load(verifier, profile, model, root, choice), calibration_path(verifier, profile, root, choice)
 
 
 # ---------------------------------------------------------------- reliability diagram

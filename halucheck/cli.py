@@ -71,6 +71,8 @@ VERIFIER_HELP = ("debate (default), selfcheck, selfcheck-3shot, judge-likert, pr
                  "revise; as many agents as eval's --samples, at least 3) or nli; or a cascade: names joined by "
                  "commas (e.g. selfcheck,debate), each later verifier sees only the claims the one before scored "
                  "inside --band.")
+CALIBRATION_HELP = ("Which calibrator maps P(hallucinated): a NAME given to `halucheck calibrate --name`, or a "
+                    "calibrator FILE (.json); default: the one fitted without a name for this verifier and profile.")
 BAND_HELP = ("A cascade's band on P(hallucinated), LO,HI (default 0,0.5: what the first verifier finds factual gets "
              "the next one's second look): claims scored inside it go on.")
 
@@ -200,6 +202,7 @@ def check(
     min_rounds: int = typer.Option(2, help="Debate states to run at least, before a consensus may stop."),
     max_rounds: int = typer.Option(4, help="Debate states to run at most (0 = initial agent only)."),
     prompts: str = typer.Option("grounded", "--prompts", help="Agent prompts: grounded (default) or paper (the paper's own texts)."),
+    calibration_choice: Optional[str] = typer.Option(None, "--calibration", help=CALIBRATION_HELP),
     config: Optional[Path] = typer.Option(None, "--config", help="Path to models.yaml."),
 ) -> None:
     """Verify one claim against evidence with the Markov-chain multi-agent debate."""
@@ -220,7 +223,8 @@ def check(
         from halucheck.engines.pool import EnginePool
 
         prof = settings.profile_for("initial")
-        cal = calibration.load("debate", prof.name, prof.model)  # before the debate: a wrong model fails at once
+        # before the debate: a wrong model fails at once
+        cal, _ = calibration.resolve("debate", prof.name, prof.model, calibration_choice)
         with EnginePool(settings) as engines:
             verdict = check_claim(
                 Claim(text=claim.strip(), question=question.strip() if question else None),
@@ -258,6 +262,7 @@ def run(
                                                 "against it; without it they go to --verifier."),
     restart: bool = Flag("--restart", help="Discard an existing run in --out and start over "
                                  "(refused while another process is running it)."),
+    calibration_choice: Optional[str] = typer.Option(None, "--calibration", help=CALIBRATION_HELP),
     config: Optional[Path] = typer.Option(None, "--config", help="Path to models.yaml."),
     quiet: bool = Flag("--quiet", help="No progress bars."),
 ) -> None:
@@ -286,7 +291,7 @@ def run(
             debate=DebateConfig(policy=policy, min_rounds=min_rounds, max_rounds=max_rounds, prompts=prompts),
             verifier=verifier, band=parse_band(band) if band else DEFAULT_BAND,
             nli_model=nli_model_path(nli_model, config) if "nli" in verifier.split(",") else None,
-            bibliography=bibliography,
+            bibliography=bibliography, calibration=calibration_choice,
         )
         settings = _settings(config, profile, role)
         progress = None
@@ -429,6 +434,7 @@ def eval_cmd(
     bibliography: Optional[Path] = typer.Option(
         None, "--bibliography", help="citation: the works that exist, a BibTeX (.bib), CSL-JSON (.json) or CSV (.csv: "
         "title, authors, year) file (default for factool-sci: the set's own citations labelled true)."),
+    calibration_choice: Optional[str] = typer.Option(None, "--calibration", help=CALIBRATION_HELP),
     config: Optional[Path] = typer.Option(None, "--config", help="Path to models.yaml."),
 ) -> None:
     """Score a verifier on a labeled set or your own labelled file (predictions.jsonl + metrics.json with
@@ -488,7 +494,8 @@ def eval_cmd(
                                      used_split, prof)
         result = run_eval(dataset or [], verifier, settings, out_dir, split=used_split, limit=limit,
                           options=options, max_evidence=max_evidence, label=name,
-                          log=lambda m: typer.echo(m, err=True), cache=not no_cache, data=user_data)
+                          log=lambda m: typer.echo(m, err=True), cache=not no_cache, data=user_data,
+                          calibration=calibration_choice)
     except HalucheckError as exc:
         fail(str(exc))
     cost = result.metrics["cost"]
@@ -548,6 +555,8 @@ def calibrate_cmd(
     min_accuracy: float = typer.Option(0.8, "--min-accuracy", help="Undecided band: claims outside it are decided "
                                        "right at least this often on the fitting data."),
     out: Optional[Path] = typer.Option(None, "--out", "-o", help="The eval run it fits on (default runs/calibrate/...)."),
+    name: Optional[str] = typer.Option(None, "--name", help="Store it under this name beside the default one (one "
+                                       "per kind of data; run, check and eval use it with --calibration NAME)."),
     profile: Optional[str] = typer.Option(None, "--profile", "-p", help=PROFILE_HELP),
     role: Optional[list[str]] = typer.Option(None, "--role", help="ROLE=PROFILE for one role (repeatable)."),
     band: Optional[str] = typer.Option(None, "--band", help=BAND_HELP),
@@ -569,6 +578,8 @@ def calibrate_cmd(
             raise HalucheckError("give labelled data to fit on: --dataset NAME (its dev split) or --data FILE")
         if split == "test":
             raise HalucheckError("fit on the dev split (--split dev); the test split is kept for reporting")
+        if name is not None and (not name.strip() or name.endswith(".json") or "/" in name or "\\" in name):
+            raise HalucheckError(f"--name {name!r}: give a plain name such as medical (no path, no .json)")
         options = VerifierOptions(band=parse_band(band) if band else DEFAULT_BAND,
                                   nli_model=nli_model_path(nli_model, config) if "nli" in verifier.split(",") else None)
         v = get_verifier(verifier, options)
@@ -578,24 +589,29 @@ def calibrate_cmd(
         out_dir = out or Path("runs") / "calibrate" / default_out(verifier, [*(dataset or []), *(d.name.replace(":", "-") for d in user)],
                                                                   split, prof.name if prof else None).name
         result = run_eval(dataset or [], verifier, settings, out_dir, split=split, limit=limit, options=options,
-                          log=lambda m: typer.echo(m, err=True), data=user)
+                          log=lambda m: typer.echo(m, err=True), data=user, calibration=False)
         rows = [r for r in read_predictions(out_dir) if r.get("score") is not None]
         cal = calibration.fit([r["score"] for r in rows], [bool(r["label"]) for r in rows],
                               target_precision=target_precision, min_accuracy=min_accuracy, verifier=v.name,
-                              profile=prof.name if prof else None, model=prof.model if prof else None,
+                              profile=prof.name if prof else None, model=prof.model if prof else None, name=name,
                               datasets=list(dataset or []), files=[str(f) for f in data or []], split=split)
         path = calibration.save(cal)
+        copy = out_dir / "calibrator.json"  # the map with its fitting run: --calibration FILE takes it elsewhere
+        copy.write_text(cal.to_json(), encoding="utf-8")
         diagram = calibration.reliability_svg([r["score"] for r in rows], [bool(r["label"]) for r in rows],
                                               title=f"{v.name} / {prof.name if prof else '-'}: fitting data",
                                               calibrated=cal.apply_many([r["score"] for r in rows]))
         svg = out_dir / "reliability.svg"
         svg.write_text(diagram, encoding="utf-8")
-        path.with_suffix(".svg").write_text(diagram, encoding="utf-8")  # beside the calibrator, for run's report
+        for p in (path, copy):  # beside each copy of the calibrator, for run's report
+            p.with_suffix(".svg").write_text(diagram, encoding="utf-8")
         chance = calibration.ece_if_calibrated(cal.apply_many([r["score"] for r in rows]))
     except HalucheckError as exc:
         fail(str(exc))
     typer.echo(f"calibrator for {v.name}/{prof.name if prof else '-'} on {result.items} items: {cal.summary()}")
-    typer.echo(f"  saved:       {path}  (used by run, check and eval with this verifier and profile)")
+    use = f"with --calibration {name}" if name else "by default"
+    typer.echo(f"  saved:       {path}  (used by run, check and eval with this verifier and profile {use})")
+    typer.echo(f"  copy:        {copy}  (--calibration FILE uses it, here or on another machine)")
     typer.echo(f"  reliability: {svg}")
     typer.echo(f"  by chance:   on {chance['n']} items like these, calibrated scores show ECE {chance['mean']:.3f} "
                f"(95 %: {chance['p95']:.3f}); a lower ECE needs more items to show")

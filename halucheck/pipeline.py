@@ -45,6 +45,8 @@ class RunOptions:
     band: tuple[float, float] = DEFAULT_BAND  # a cascade's uncertainty band on P(hallucinated)
     nli_model: str | None = None
     bibliography: Path | None = None  # the works that exist: citations are checked against it
+    calibration: str | None = None  # a named or file calibrator (None: the stored default); not fingerprinted:
+    #                                 it changes the reports, not the verdicts
     batch_items: int = 256  # answers per claims-stage batch (its results are one transaction)
     retries: int = 2  # passes over failed work after the first, within one run
     retry_backoff_s: float = 2.0  # wait before the first retry pass; doubles for each further pass
@@ -123,6 +125,7 @@ class Pipeline:
         for kind, why in self.verifier.unavailable.items():
             log(f"note: {kind} claims go to {opts.verifier}: {why}")
         self.verifier.check()  # before anything is opened or written
+        self._calibration = self.find_calibrator()  # so is a calibrator for another model, or a name not stored
         opts.out.mkdir(parents=True, exist_ok=True)
         self.store = RunStore(opts.out / "run.duckdb", restart=restart)
         self.engines = EnginePool(settings, wrappers=(lambda engine: CachingEngine(engine, self.store),))
@@ -131,17 +134,22 @@ class Pipeline:
         self._doc_index: tuple[str, object] | None = None  # the passages of the last cited document
         self.calibrate()
 
-    def calibrate(self) -> None:
-        """Keep the calibrator fitted for this verifier and profile (`halucheck calibrate`) with the run, so
-        its reports (rebuilt later too) give calibrated P(hallucinated); none found: they say uncalibrated."""
+    def find_calibrator(self):
+        """The calibrator fitted for this verifier and profile (`halucheck calibrate`; the one
+        ``--calibration`` names) and where it was read: ``(None, None)`` when there is none."""
         from halucheck import calibration
 
         prof = self.settings.profile_for("initial") if self.verifier.uses_llm else None
-        name, profile = self.verifier.name, prof.name if prof else None
-        cal = calibration.load(name, profile, prof.model if prof else None)
-        diagram = calibration.calibration_path(name, profile).with_suffix(".svg")
+        return calibration.resolve(self.verifier.name, prof.name if prof else None, prof.model if prof else None,
+                                   self.opts.calibration)
+
+    def calibrate(self) -> None:
+        """Keep the calibrator with the run, so its reports (rebuilt later too) give calibrated
+        P(hallucinated); none found: they say uncalibrated."""
+        cal, path = self._calibration
+        diagram = path.with_suffix(".svg") if cal and path else None
         self.store.set_meta("calibrator", cal.to_json() if cal else "")
-        self.store.set_meta("calibration_svg", diagram.read_text(encoding="utf-8") if cal and diagram.is_file() else "")
+        self.store.set_meta("calibration_svg", diagram.read_text(encoding="utf-8") if diagram and diagram.is_file() else "")
 
     # -- the run ---------------------------------------------------------------------------------
     def run(self) -> dict:

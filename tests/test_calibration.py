@@ -456,6 +456,61 @@ def test_names_are_encoded_into_one_file_inside_the_folder(tmp_path):
     assert cal.calibration_path("nli", None, tmp_path).name == "nli--.json"
 
 
+def test_named_calibrators_sit_beside_the_default_one(tmp_path):
+    default, _ = _fitted()
+    s, y = _data(lambda z, p: p**2, n=300, seed=5)
+    kw = dict(verifier="selfcheck", profile="cpu-1.5b", model=default.model, split="dev")
+    medical = fit(s, y, name="medical", datasets=["medical"], **kw)
+    odd = fit(s[:150], y[:150], name="a/b@c d", **kw)
+    paths = [save(c, root=tmp_path) for c in (default, medical, odd)]
+    assert paths[0].name == "selfcheck--cpu-1.5b.json" and paths[1].name == "selfcheck--cpu-1.5b@medical.json"
+    assert paths[2].parent == tmp_path and paths[2].name == "selfcheck--cpu-1.5b@a%2Fb%40c%20d.json"
+    assert cal.names("selfcheck", "cpu-1.5b", tmp_path) == ["a/b@c d", "medical"]
+    assert cal.names("selfcheck", "cpu-0.5b", tmp_path) == [] and cal.names("debate", "cpu-1.5b", tmp_path) == []
+    assert load("selfcheck", "cpu-1.5b", default.model, root=tmp_path) == default
+    assert load("selfcheck", "cpu-1.5b", default.model, root=tmp_path, name="medical") == medical
+    assert load("selfcheck", "cpu-1.5b", default.model, root=tmp_path, name="a/b@c d") == odd
+    assert medical.apply(0.3) != default.apply(0.3)
+    assert "map 'medical' for selfcheck/cpu-1.5b fitted on medical" in medical.describe()
+    # a name asked for and not stored is an error that lists the stored ones, never "uncalibrated"
+    with pytest.raises(ConfigError) as e:
+        load("selfcheck", "cpu-1.5b", default.model, root=tmp_path, name="legal")
+    assert "no calibrator named 'legal'" in str(e.value) and "medical" in str(e.value)
+    assert "halucheck calibrate ... -v selfcheck -p cpu-1.5b --name legal" in str(e.value)
+    # a named file renamed by hand to another name is refused, as a file of another verifier is
+    paths[1].rename(cal.calibration_path("selfcheck", "cpu-1.5b", tmp_path, "legal"))
+    with pytest.raises(ConfigError, match="named 'medical'"):
+        load("selfcheck", "cpu-1.5b", default.model, root=tmp_path, name="legal")
+    with pytest.raises(ValueError, match="empty"):
+        cal.calibration_path("selfcheck", "cpu-1.5b", tmp_path, " ")
+
+
+def test_resolve_takes_a_name_or_a_file_checked_for_verifier_and_model(tmp_path):
+    c, _ = _fitted(profile="vllm-1.5b")
+    save(c, root=tmp_path / "store")
+    f = tmp_path / "shared" / "calibrator.json"
+    f.parent.mkdir()
+    f.write_text(c.to_json())
+    # a file fitted on another profile of the same model is taken (its description names the profile)
+    got, path = cal.resolve("selfcheck", "cpu-1.5b", c.model, str(f), root=tmp_path / "store")
+    assert got == c and path == f and "selfcheck/vllm-1.5b" in got.describe()
+    assert cal.resolve("selfcheck", "cpu-1.5b", c.model, None, root=tmp_path / "store") == (
+        None, cal.calibration_path("selfcheck", "cpu-1.5b", tmp_path / "store"))
+    assert cal.resolve("selfcheck", "vllm-1.5b", c.model, None, root=tmp_path / "store")[0] == c
+    with pytest.raises(ConfigError, match="fitted on model qwen2.5-coder-1.5b-instruct, this run uses model m2"):
+        cal.resolve("selfcheck", "cpu-1.5b", "m2", str(f))
+    with pytest.raises(ConfigError, match="is for verifier selfcheck, this run uses debate"):
+        cal.resolve("debate", "cpu-1.5b", c.model, str(f))
+    with pytest.raises(ConfigError, match="does not exist"):
+        cal.resolve("selfcheck", "cpu-1.5b", c.model, str(tmp_path / "nope.json"))
+    with pytest.raises(ConfigError, match="no calibrator named 'nope'"):  # no separator, no .json: a name
+        cal.resolve("selfcheck", "cpu-1.5b", c.model, "nope", root=tmp_path / "store")
+    # a file written before calibrators had names reads as the unnamed one
+    d = json.loads(c.to_json())
+    del d["name"]
+    assert Calibrator.from_dict(d) == c
+
+
 def test_a_damaged_file_is_a_config_error(tmp_path):
     c, _ = _fitted()
     path = save(c, root=tmp_path)

@@ -166,3 +166,15 @@ def test_check_gives_the_calibrated_probability_of_a_stored_calibrator(config, t
                                      model="another-model", split="dev"))
     r = invoke("check", "c", "-e", "ev", "--config", config)
     assert r.exit_code == 1 and "another-model" in r.stderr and "calibrate" in r.stderr
+    # a named calibrator (or its file) is used only when asked for, the other model's default left alone
+    named = calibration.fit(scores, labels, methods=["temperature"], verifier="debate", profile=prof.name,
+                            model=prof.model, name="toys", datasets=["toy"], split="dev")
+    calibration.save(named)
+    for choice in ("toys", str(calibration.calibration_path("debate", prof.name, name="toys"))):
+        r = invoke("check", "The Eiffel Tower is in Berlin.", "-e", "In Paris.", "--config", config, "--json",
+                   "--calibration", choice)
+        out = json.loads(r.stdout)
+        assert out["calibrated"] is True and out["p_hallucinated"] == pytest.approx(named.apply(raw), abs=1e-4)
+        assert "temperature map 'toys' for debate/fake" in out["calibration"]
+    r = invoke("check", "c", "-e", "ev", "--config", config, "--calibration", "legal")
+    assert r.exit_code == 1 and "no calibrator named 'legal'" in r.stderr and "stored: toys" in r.stderr

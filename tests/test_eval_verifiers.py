@@ -444,3 +444,51 @@ def test_calibrate_then_eval_reports_before_and_after(tmp_path, monkeypatch, toy
     # the test split is kept for reporting
     r = runner.invoke(app, ["calibrate", "-d", "a", "--split", "test", "-v", "judge-likert", "--config", str(cfg)])
     assert r.exit_code == 1 and "dev" in r.stderr
+
+
+def test_named_calibrators_and_calibrator_files_in_calibrate_and_eval(tmp_path, monkeypatch, toy_sets):
+    import re as _re
+
+    monkeypatch.setenv("HALUCHECK_HOME", str(tmp_path / "home"))
+
+    def likert(request):  # Likert 1 (P = 1.0) for even claims (hallucinated), 5 for odd ones; wrong on claim 4
+        i = int(_re.search(r"claim (\d+)", request.messages[-1]["content"]).group(1))
+        return {"explanation": "e", "score": 1 if (i % 2 == 0) != (i == 4) else 5}
+
+    register("likert-judge", lambda model="", **kw: FakeEngine(responder=likert))
+    cfg = tmp_path / "models.yaml"
+    cfg.write_text("default_profile: j\nprofiles:\n  j: {engine: likert-judge, model: m1}\n")
+    base = ["-v", "judge-likert", "--config", str(cfg)]
+    r = runner.invoke(app, ["calibrate", "-d", "a", "-d", "b", "-d", "c", *base, "--name", "toys", "-o", str(tmp_path / "fit")])
+    assert r.exit_code == 0, r.output
+    store = tmp_path / "home" / "calibration"
+    assert sorted(p.name for p in store.iterdir()) == ["judge-likert--j@toys.json", "judge-likert--j@toys.svg"]
+    assert "with --calibration toys" in r.stdout
+    copy = tmp_path / "fit" / "calibrator.json"
+    assert copy.read_text() == (store / "judge-likert--j@toys.json").read_text() and copy.with_suffix(".svg").is_file()
+    # the named one is used only when asked for
+    r = runner.invoke(app, ["eval", "-d", "d", *base, "-o", str(tmp_path / "plain")])
+    assert r.exit_code == 0, r.output
+    assert json.loads((tmp_path / "plain" / "metrics.json").read_text())["calibration"] == {"calibrated": False}
+    for choice, out in (("toys", "named"), (str(copy), "file")):
+        r = runner.invoke(app, ["eval", "-d", "d", *base, "--calibration", choice, "-o", str(tmp_path / out)])
+        assert r.exit_code == 0, r.output
+        m = json.loads((tmp_path / out / "metrics.json").read_text())["calibration"]
+        assert m["calibrated"] and m["name"] == "toys" and m["fitted_on"] == ["a", "b", "c"]
+        assert m["file"].endswith("judge-likert--j@toys.json" if out == "named" else "calibrator.json")
+        assert m["results"]["d"]["after"]["ece"]["value"] < m["results"]["d"]["before"]["ece"]["value"]
+        assert "judge-likert/j `toys`: " in r.stdout and m["file"] in r.stdout
+    r = runner.invoke(app, ["eval", "-d", "d", *base, "--calibration", "legal", "-o", str(tmp_path / "x")])
+    assert r.exit_code == 1 and "no calibrator named 'legal'" in r.stderr and "stored: toys" in r.stderr
+    r = runner.invoke(app, ["calibrate", "-d", "a", *base, "--name", "x.json"])
+    assert r.exit_code == 1 and "plain name" in r.stderr
+    # the model changed: its unnamed calibrator is refused by eval, yet calibrate refits it (it applies none)
+    cfg.write_text("default_profile: j\nprofiles:\n  j: {engine: likert-judge, model: m2}\n")
+    r = runner.invoke(app, ["calibrate", "-d", "a", "-d", "b", *base, "-o", str(tmp_path / "fit2")])
+    assert r.exit_code == 0, r.output
+    cfg.write_text("default_profile: j\nprofiles:\n  j: {engine: likert-judge, model: m1}\n")
+    r = runner.invoke(app, ["calibrate", "-d", "a", "-d", "b", *base, "-o", str(tmp_path / "fit3")])
+    assert r.exit_code == 0, r.output
+    r = runner.invoke(app, ["eval", "-d", "d", *base, "--calibration", str(tmp_path / "fit2" / "calibrator.json"),
+                            "-o", str(tmp_path / "y")])
+    assert r.exit_code == 1 and "fitted on model m2, this run uses model m1" in r.stderr

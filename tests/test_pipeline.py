@@ -10,7 +10,7 @@ from halucheck import engines
 from halucheck.config import Settings
 from halucheck.debate import DebateConfig
 from halucheck.engines.fake import FakeEngine
-from halucheck.errors import InputError
+from halucheck.errors import ConfigError, InputError
 from halucheck.pipeline import Pipeline, RunOptions, fuse
 from halucheck.records import Evidence
 from halucheck.reports import aggregate
@@ -432,3 +432,13 @@ def test_a_stored_calibrator_gives_every_model_claim_its_calibrated_probability(
     assert {round(c["p_hallucinated"], 2) for c in claims} == {0.25, 0.75}
     html = (tmp_path / "calibrated" / "report.html").read_text()
     assert "calibrated: isotonic map" in html and "<svg" in html
+    # --calibration NAME: a named map instead of the default; a name not stored stops the run before any work
+    named = calibration.fit(scores, labels, methods=["temperature"], verifier="debate", profile=prof.name,
+                            model=prof.model, name="toys", datasets=["toy"], split="dev")
+    calibration.save(named)
+    summary, results = run(tmp_path, write_input(tmp_path, ANSWERS), out="named", calibration="toys")
+    assert summary["calibration"].startswith("calibrated: temperature map 'toys' for debate/s fitted on toy")
+    assert all(c["p_hallucinated"] == pytest.approx(named.apply(c["p_raw"]), abs=1e-4) for r in results for c in r["claims"])
+    with pytest.raises(ConfigError, match="no calibrator named 'legal'"):
+        run(tmp_path, write_input(tmp_path, ANSWERS), out="missing", calibration="legal")
+    assert not (tmp_path / "missing").exists()

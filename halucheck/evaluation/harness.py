@@ -156,6 +156,7 @@ def run_eval(
     n_boot: int | None = None,
     cache: bool = True,
     data: Sequence[UserData] = (),
+    calibration: str | Path | None | bool = None,
 ) -> EvalResult:
     """Run ``verifier`` on ``datasets`` and write the run folder ``out``; returns its metrics.
 
@@ -164,6 +165,8 @@ def run_eval(
     in ``out/replies.duckdb`` (see the module docstring). ``data``: the user's own files, already read
     (:mod:`halucheck.evaluation.userdata`), scored after the named sets as datasets of their own; they
     are not split, and their ``limit`` was applied when they were read. ``datasets`` may then be empty.
+    ``calibration``: which calibrator's effect to report (:func:`halucheck.calibration.resolve`: None the
+    stored unnamed one, else a name or a file); False none (a run that fits one).
     """
     log = log or (lambda _m: None)
     options = dataset_bibliography(datasets, verifier, options, Path(out), log)
@@ -175,7 +178,7 @@ def run_eval(
     items += [it for d in data for it in d.items]
     names = [*datasets, *(d.name for d in data)]
     shown = [replace(it, evidence=select_evidence(it.claim, it.evidence, max_evidence)) for it in items]
-    from halucheck import calibration
+    from halucheck import calibration as calibration_module
 
     meter = Meter()
     profile = store = engines = None
@@ -184,7 +187,8 @@ def run_eval(
             raise InputError(f"verifier {verifier!r} needs models: load settings (models.yaml) first")
         profile = settings.profile_for("initial")
     # the calibrator for this verifier and profile, found (or refused: fitted on another model) before any work
-    cal = calibration.load(v.name, profile.name if profile else None, profile.model if profile else None)
+    cal, cal_path = (None, None) if calibration is False else calibration_module.resolve(
+        v.name, profile.name if profile else None, profile.model if profile else None, calibration or None)
     if v.uses_llm:
         from halucheck.engines.pool import EnginePool
 
@@ -226,7 +230,7 @@ def run_eval(
         **({"profile": profile.name, "engine": profile.engine, "model": profile.model} if profile else {}),
         **v.describe(),
     }
-    metrics["calibration"] = calibration_report(cal, v.name, profile, items, preds, Path(out),
+    metrics["calibration"] = calibration_report(cal, v.name, profile, items, preds, Path(out), cal_path,
                                                 n_boot=N_BOOT if n_boot is None else n_boot)
     path = Path(out) / METRICS_FILE
     path.write_text(json.dumps(metrics, indent=2, ensure_ascii=False, allow_nan=False) + "\n", encoding="utf-8")
@@ -260,9 +264,9 @@ def dataset_bibliography(datasets: Sequence[str], verifier: str, options: Verifi
 
 
 def calibration_report(cal, verifier: str, profile, items: Sequence[EvalItem], preds, out: Path,
-                       n_boot: int = N_BOOT) -> dict:
+                       path: Path | None = None, n_boot: int = N_BOOT) -> dict:
     """ECE, Brier and AUROC per dataset before and after ``cal``, the calibrator fitted for this verifier
-    and profile (`halucheck calibrate`; None: "uncalibrated"), with bootstrap intervals
+    and profile (`halucheck calibrate`; None: "uncalibrated"; read from ``path``), with bootstrap intervals
     (:func:`~halucheck.evaluation.metrics.calibration_effect`; HaluEval QA also gets its length-matched
     AUROC), and ``reliability.svg`` in ``out``."""
     from halucheck import calibration
@@ -285,8 +289,8 @@ def calibration_report(cal, verifier: str, profile, items: Sequence[EvalItem], p
                    if ds in LENGTH_CONTROLLED_SETS and all("answer_words" in it.meta for it in its) else None)
         per_set[ds] = calibration_effect([labels[i] for i in idx], [raw[i] for i in idx], [after[i] for i in idx],
                                          groups=[it.group or it.id for it in its], lengths=lengths, n_boot=n_boot)
-    return {"calibrated": True, "calibrator": cal.summary(), "fitted_on": [*cal.datasets, *cal.files],
-            "split": cal.split, "results": calibration.json_safe(per_set)}  # undefined values (NaN) as null
+    return {"calibrated": True, "calibrator": cal.summary(), "name": cal.name, "file": str(path) if path else None,
+            "fitted_on": [*cal.datasets, *cal.files], "split": cal.split, "results": calibration.json_safe(per_set)}  # undefined values (NaN) as null
 
 
 def default_out(verifier: str, datasets: Sequence[str], split: str, profile: str | None) -> Path:

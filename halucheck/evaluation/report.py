@@ -302,8 +302,10 @@ def _calibration_table(runs: list[tuple[str | os.PathLike, Mapping]]) -> list[st
                  "(`halucheck calibrate`; AUROC is reported to show the ranking is kept).", ""]
     for d, run in cal_runs:
         cal = run["calibration"]
-        lines.append(f"- {run.get('verifier') or Path(d).name}: {cal.get('calibrator', '')}; fitted on "
-                     f"{', '.join(cal.get('fitted_on', []))} ({cal.get('split', '')})")
+        named = f" `{cal['name']}`" if cal.get("name") else ""
+        lines.append(f"- {run.get('verifier') or Path(d).name}{named}: {cal.get('calibrator', '')}; fitted on "
+                     f"{', '.join(cal.get('fitted_on', []))} ({cal.get('split', '')})"
+                     + (f"; {cal['file']}" if cal.get("file") else ""))
     lines += ["", "| verifier | dataset | n | ECE before | ECE after | ECE if calibrated | Brier before | Brier after | "
                   "AUROC before | AUROC after | length-matched AUROC before | length-matched AUROC after |",
               "|" + "---|" * 12]
