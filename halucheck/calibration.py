@@ -839,7 +839,8 @@ def resolve(verifier: str, profile: str | None, model: str | None, choice: str |
     is the stored unnamed one; a path (ending in ``.json`` or holding a folder separator) is a file, read
     by :func:`load_file`; anything else a stored calibrator's name (:func:`load`)."""
     if choice is None:
-        return load(verifier, profile, model, root), calibration_path(verifier, profile, root)
+        cal = load(verifier, profile, model, root)
+        return cal, calibration_path(verifier, profile, root) if cal else None
     choice = str(choice)
     if choice.endswith(".json") or "/" in choice or os.sep in choice:
         return load_file(choice, verifier, model), Path(choice)

@@ -494,9 +494,9 @@ def test_resolve_takes_a_name_or_a_file_checked_for_verifier_and_model(tmp_path)
     # a file fitted on another profile of the same model is taken (its description names the profile)
     got, path = cal.resolve("selfcheck", "cpu-1.5b", c.model, str(f), root=tmp_path / "store")
     assert got == c and path == f and "selfcheck/vllm-1.5b" in got.describe()
-    assert cal.resolve("selfcheck", "cpu-1.5b", c.model, None, root=tmp_path / "store") == (
-        None, cal.calibration_path("selfcheck", "cpu-1.5b", tmp_path / "store"))
-    assert cal.resolve("selfcheck", "vllm-1.5b", c.model, None, root=tmp_path / "store")[0] == c
+    assert cal.resolve("selfcheck", "cpu-1.5b", c.model, None, root=tmp_path / "store") == (None, None)
+    assert cal.resolve("selfcheck", "vllm-1.5b", c.model, None, root=tmp_path / "store") == (
+        c, cal.calibration_path("selfcheck", "vllm-1.5b", tmp_path / "store"))
     with pytest.raises(ConfigError, match="fitted on model qwen2.5-coder-1.5b-instruct, this run uses model m2"):
         cal.resolve("selfcheck", "cpu-1.5b", "m2", str(f))
     with pytest.raises(ConfigError, match="is for verifier selfcheck, this run uses debate"):

@@ -290,7 +290,8 @@ def calibration_report(cal, verifier: str, profile, items: Sequence[EvalItem], p
         per_set[ds] = calibration_effect([labels[i] for i in idx], [raw[i] for i in idx], [after[i] for i in idx],
                                          groups=[it.group or it.id for it in its], lengths=lengths, n_boot=n_boot)
     return {"calibrated": True, "calibrator": cal.summary(), "name": cal.name, "file": str(path) if path else None,
-            "fitted_on": [*cal.datasets, *cal.files], "split": cal.split, "results": calibration.json_safe(per_set)}  # undefined values (NaN) as null
+            "fitted_on": [*cal.datasets, *cal.files], "split": cal.split,
+            "results": calibration.json_safe(per_set)}  # undefined values (NaN) as null
 
 
 def default_out(verifier: str, datasets: Sequence[str], split: str, profile: str | None) -> Path:
