@@ -61,9 +61,13 @@ def test_a_call_that_goes_on_like_an_earlier_one_reuses_its_part_too():
     # too little past the start (3 < 4 tokens) is the shared start only; the last token is always computed
     assert cache.match("claim", trust[:23] + [5, 5]).m == 0
     assert cache.match("claim", trust + [1]).m == 6  # its own part, not the last token
-    # an extension is only kept on top of the start it followed, and never twice
-    cache.extend("claim", shared[:10], list(range(50, 60)), kv(list(range(50, 60))))
-    cache.extend("claim", shared, skeptic[20:25], kv(skeptic[20:25]))
+    # an extension is only kept on top of the start it followed, and never twice; `wants` says so before
+    # the caller copies its KV
+    refused = [("claim", shared[:10], list(range(50, 60))), ("claim", shared, skeptic[20:25]),
+               ("claim", shared, [8, 8, 8]), ("other", shared, list(range(50, 60)))]
+    assert [cache.wants(*r) for r in refused] == [False] * 4 and cache.wants("claim", shared, [8] * 4)
+    for group, start, tokens in refused:
+        cache.extend(group, start, tokens, kv(tokens))
     assert len(cache.entries["claim"].extensions) == 2
     # the shared start shrinks: the extensions went on from its old end, so they go
     cache.match("claim", shared[:12] + [4] * 10)

@@ -144,14 +144,20 @@ class PrefixCache:
         self.entries[group] = entry
         self._grew(entry.nbytes)
 
+    def wants(self, group: str, start: Sequence[int], tokens: Sequence[int]) -> bool:
+        """Whether :meth:`extend` would keep ``tokens`` after ``start``: ``start`` is still exactly the
+        group's shared start, ``tokens`` are enough to reuse and no extension already holds them (so a
+        caller copies their KV only when it will be kept)."""
+        entry = self.entries.get(group)
+        return (entry is not None and len(tokens) >= self.min_tokens and list(start) == entry.tokens
+                and not any(_common(e.tokens, tokens) == len(tokens) for e in entry.extensions))
+
     def extend(self, group: str, start: Sequence[int], tokens: Sequence[int], layers: list[tuple[Any, Any]]) -> None:
         """Keep ``tokens`` (what followed ``start`` in one call) and their KV as an extension of the group,
-        if ``start`` is still exactly its shared start and no extension already holds them."""
-        entry = self.entries.get(group)
-        if entry is None or len(tokens) < self.min_tokens or list(start) != entry.tokens:
+        when it :meth:`wants` them."""
+        if not self.wants(group, start, tokens):
             return
-        if any(_common(e.tokens, tokens) == len(tokens) for e in entry.extensions):
-            return
+        entry = self.entries[group]
         ext = Entry(list(tokens), layers)
         entry.extensions.append(ext)
         grown = ext.nbytes

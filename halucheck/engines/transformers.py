@@ -510,6 +510,10 @@ class TransformersEngine(Engine):
             group, hit = row.request.prefix_group, row.hit
             if not group or (hit is None and group in cache.entries):  # a miss keeps the group's entry
                 continue
+            if hit is not None:
+                with self._prefix_lock:  # copy an extension's KV only when the cache will keep it
+                    if not cache.wants(group, row.input_ids[: hit.n], row.input_ids[hit.n :]):
+                        continue
             if hit is None:
                 start = width - len(row.input_ids)
                 spans = [(start, width)]
