@@ -5,7 +5,10 @@ Several agents answer "is the text factual?" with a confidence, are grouped by t
 group argues for its stance, every agent rates the other side's argument and revises its answer and
 confidence, and the revised confidences are aggregated as the paper does. All agents run on the
 ``initial`` role's profile (``engines.engine_for("initial")``), and every step is ONE ``generate`` call
-with the requests of all claims and all agents, so an engine always sees a full batch.
+with the requests of all claims and all agents, so an engine always sees a full batch. A step's calls about
+one claim share their prompt start (system prompt, evidence, claim; the persona comes after) and a prefix
+group, so an engine that keeps prompt prefixes computes the start once per claim and step
+(``scripts/bench_collab.py`` measures it).
 
 Steps and calls (``n`` = ``max(3, VerifierOptions.samples)`` agents; calls per claim: ``2n`` when the first
 answers agree, ``2n + 2`` when they split; :meth:`CollabCal.least_calls` is ``2n``):
@@ -88,6 +91,7 @@ Where this departs from the paper, and why:
 from __future__ import annotations
 
 import time
+import uuid
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Literal, Sequence
 
@@ -225,7 +229,7 @@ class CollabCal(Verifier):
         return replace(s, temperature=max(self.options.sample_temperature, 1e-3), seed=self.options.seed + agent + 1)
 
     def _request(self, check: Check, section: str, reply: type[StrictReply], persona: str, sampling: SamplingParams,
-                 logprobs: bool = False, avoid: str = "", **extra) -> Request:
+                 group: str, logprobs: bool = False, avoid: str = "", **extra) -> Request:
         p = load_prompts("collab")
         question, noun = check.claim.question, self._noun(check)
         user = (load_prompts("verifiers")["shared"].render(evidence=[e.text for e in check.evidence],
@@ -240,6 +244,8 @@ class CollabCal(Verifier):
             # the n-gram ban guards the reply itself and the earlier steps' words shown, never the evidence
             avoid=avoid,
             quote=quotable(check.claim, check.evidence) if avoid else None,
+            # a step's calls about one claim share system prompt, evidence and claim; the persona comes after
+            prefix_group=f"{group}:{section}",
         )
 
     @staticmethod
@@ -257,12 +263,15 @@ class CollabCal(Verifier):
         engine = engines.engine_for(ROLE)
         personas = [p["line"] for p in self.personas()]
         calls = [0] * len(checks)
+        run = uuid.uuid4().hex[:12]
+        groups = [f"{self.name}:{run}:{i}" for i in range(len(checks))]  # prefix groups, one per claim and step
 
         def step(requests: list[tuple[int, Request]]) -> list[Result]:
             """One generate call for every claim's requests of this step."""
             if not requests:
                 return []
             results = engine.generate([r for _, r in requests])
+            engine.release(sorted({r.prefix_group for _, r in requests}))
             cost.add_results(results)
             for i, _ in requests:
                 calls[i] += 1
@@ -277,7 +286,7 @@ class CollabCal(Verifier):
         # S0: every agent's first answer and confidence, sampled with its own seed
         first = [(i, a) for i in range(len(checks)) for a in range(self.agents)]
         results = step([(i, self._request(checks[i], "answer", AnswerReply, personas[a], self._sampling(engines, a),
-                                          logprobs=True)) for i, a in first])
+                                          groups[i], logprobs=True)) for i, a in first])
         for (i, a), res in zip(first, results):
             reply, err = read_reply(res, AnswerReply)
             if reply is None:
@@ -294,7 +303,7 @@ class CollabCal(Verifier):
         arguers = [(i, next(g for g in agents[i] if g.hallucinated is h)) for i in sorted(split) for h in (True, False)]
         arguments: dict[tuple[int, bool], str] = {}
         results = step([(i, self._request(
-            checks[i], "argue", ArgumentReply, "", self._sampling(engines),
+            checks[i], "argue", ArgumentReply, "", self._sampling(engines), groups[i],
             stance=self._stance(g.hallucinated, self._noun(checks[i])))) for i, g in arguers])
         for (i, g), res in zip(arguers, results):
             reply, err = read_reply(res, ArgumentReply)
@@ -317,13 +326,13 @@ class CollabCal(Verifier):
                 against, supporting = arguments[(i, not g.hallucinated)], arguments[(i, g.hallucinated)]
                 same = sum(o.hallucinated is g.hallucinated for o in group)
                 reqs.append((i, self._request(
-                    checks[i], "revise", RevisionReply, personas[g.index], self._sampling(engines),
+                    checks[i], "revise", RevisionReply, personas[g.index], self._sampling(engines), groups[i],
                     avoid="\n".join((g.reasoning, against, supporting)), against=against, supporting=supporting,
                     n_against=len(group) - same, n_for=same - 1, n=len(group), **common)))
             else:
                 reqs.append((i, self._request(checks[i], "consensus", ConsensusReply, personas[g.index],
-                                              self._sampling(engines), avoid=g.reasoning, others=len(group) - 1,
-                                              **common)))
+                                              self._sampling(engines), groups[i], avoid=g.reasoning,
+                                              others=len(group) - 1, **common)))
         results = step(reqs)
         for (i, g), res in zip(revisions, results):
             reply, err = read_reply(res, RevisionReply if i in split else ConsensusReply)

@@ -109,6 +109,8 @@ def split_and_consensus_table():
 
 def test_one_generate_per_step_with_every_claims_requests():
     eng = Script(split_and_consensus_table())
+    released = []
+    eng.release = lambda groups: released.append(list(groups))
     calls, decided = {}, []
     v = get_verifier("collab-cal", VerifierOptions(seed=10))
     out = v.verify(checks(2), pool_with(eng), on_verdict=lambda i, verdict: decided.append(i),
@@ -126,6 +128,12 @@ def test_one_generate_per_step_with_every_claims_requests():
     assert not any(line in r.messages[-1]["content"] for r in eng.requests[6:8] for line in PERSONAS)
     # every prompt shows the evidence as the other verifiers do (verifiers.yaml's shared block)
     assert all("[evidences]:\n[1] Paris is the capital of France." in r.messages[-1]["content"] for r in eng.requests)
+    # each step's calls of a claim share a prefix group (an engine keeping prompt prefixes computes the
+    # shared start once), released when the step is over
+    group = {(who(r)[0], who(r)[2]): r.prefix_group for r in eng.requests}
+    assert all(r.prefix_group == group[who(r)[0], who(r)[2]] for r in eng.requests)
+    assert len(set(group.values())) == len(group) == 5  # (claim, step): 2 answer, 1 argue, 1 revise, 1 consensus
+    assert released == [sorted({r.prefix_group for r in eng.requests[a:b]}) for a, b in ((0, 6), (6, 8), (8, 14))]
     # cost, progress and verdict callbacks
     assert v.costs["collab-cal"].llm_calls == 14 and v.costs["collab-cal"].claims == 2
     assert v.least_calls() == 6 and v.describe()["agents"] == 3

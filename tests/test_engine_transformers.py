@@ -263,6 +263,41 @@ def test_prefix_reuse_gives_the_same_greedy_tokens(engine32):
     assert list(cache.entries) == ["claim-2"]
 
 
+def test_calls_of_one_group_sent_together_wait_for_the_first_to_store_its_prefix(engine32):
+    """Nine requests of three groups sent at once with nothing cached (collab-cal's agents): the first of
+    each group is admitted, the others wait a step and reuse its prompt start; the greedy tokens equal
+    those computed in full. A request is held back once only: when the first's prompt is not kept (a
+    cache too small), the others run without it rather than wait again."""
+    from halucheck.engines.prefix_cache import PrefixCache
+
+    engine = engine32
+    _, later = _debate_requests(24)
+    cache = engine.prefix_cache
+    engine.release([f"claim-{i}" for i in range(3)])
+    stats = engine.stats
+    try:
+        engine.stats = type(stats)()
+        before = engine.prefilled_tokens
+        with_reuse = engine.generate(later)
+        prefilled_with, deferred = engine.prefilled_tokens - before, engine.stats.deferred
+        engine.prefix_cache = None
+        before = engine.prefilled_tokens
+        without = engine.generate(later)
+        prefilled_without = engine.prefilled_tokens - before
+        engine.prefix_cache, engine.stats = PrefixCache(1), type(stats)()  # keeps nothing
+        too_small = engine.generate(later)
+        deferred_once = engine.stats.deferred
+    finally:
+        engine.prefix_cache, engine.stats = cache, stats
+    assert deferred == 6 and sorted(r.cached_tokens > 100 for r in with_reuse) == [False] * 3 + [True] * 6
+    assert prefilled_with < 0.6 * prefilled_without
+    assert [r.text for r in with_reuse] == [r.text for r in without]
+    assert deferred_once == 6 and all(r.ok and r.cached_tokens == 0 for r in too_small)
+    assert [r.text for r in too_small] == [r.text for r in without]
+    assert not engine._deferred
+    engine.release([f"claim-{i}" for i in range(3)])
+
+
 def test_a_role_asked_again_reuses_its_earlier_call_with_the_same_greedy_tokens(engine32):
     """Past the shared start: each role's second-round call goes on like its first-round call (role text,
     the first opinion) and reuses that part's KV too; the token ids equal those computed in full."""

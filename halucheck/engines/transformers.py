@@ -19,7 +19,9 @@ it the KV of an earlier call they go on like (the same role asked again)
 longest one, and the rest of its prompt follows after its own padding:
 ``[pad][cached prefix][pad][rest of the prompt]``; the attention mask hides both pads and the
 positions count only unmasked tokens, so every row computes exactly what it would alone. Rows without
-a hit have an empty prefix, which is plain left padding.
+a hit have an empty prefix, which is plain left padding. Calls of one group that arrive together
+(collab-cal's agents, every one asked at once) would each compute the shared start: the first is
+admitted and the others wait one step (:meth:`TransformersEngine._defer_siblings`), then reuse it.
 
 Greedy when temperature is 0; otherwise sampling, seeded per request as vLLM's: a seed reproduces its
 request's sample whatever else shares the batch.
@@ -118,6 +120,7 @@ class TransformersEngine(Engine):
         self.threads = int(threads) if threads else _usable_cores()
         # the decode loop's inbox: (request, future, time queued); see _serve
         self._waiting: deque[tuple[Request, Future, float]] = deque()
+        self._deferred: set[Future] = set()  # put back once to reuse a sibling's prefix (_defer_siblings)
         self._wake = threading.Condition()
         self._worker: threading.Thread | None = None
         self._closed = False
@@ -279,6 +282,7 @@ class TransformersEngine(Engine):
                     room = self.max_batch - (len(batch.rows) if batch else 0)
                     taken = [self._waiting.popleft() for _ in range(min(room, len(self._waiting)))]
                 try:
+                    taken = self._defer_siblings(taken)
                     if taken:
                         t0 = time.perf_counter()
                         self.stats.admit(len(taken))
@@ -294,6 +298,32 @@ class TransformersEngine(Engine):
                     batch = None
         _fail([r.future for r in (batch.rows if batch else [])],
               EngineError("the transformers engine was closed while decoding"))
+
+    def _defer_siblings(self, taken: list[tuple[Request, Future, float]]) -> list[tuple[Request, Future, float]]:
+        """Of the taken requests of one prefix group whose shared start is not cached yet, admit the first
+        and put the others back at the head of the queue, once: admitted together, each would compute the
+        shared start again; a step later they reuse the KV the first one stored."""
+        if self.prefix_cache is None or len(taken) < 2:
+            return taken
+        with self._prefix_lock:
+            cached = set(self.prefix_cache.entries)
+        first: set[str] = set()
+        keep, later = [], []
+        for item in taken:
+            group, future = item[0].prefix_group, item[1]
+            if group and group not in cached and future not in self._deferred:
+                if group in first:
+                    later.append(item)
+                    continue
+                first.add(group)
+            keep.append(item)
+        self._deferred.difference_update(f for _, f, _ in keep)
+        if later:
+            self._deferred.update(f for _, f, _ in later)
+            self.stats.deferred += len(later)
+            with self._wake:
+                self._waiting.extendleft(reversed(later))
+        return keep
 
     def _admit(self, batch: "_Batch | None", taken: list[tuple[Request, Future, float]]) -> "_Batch | None":
         """Prepare the taken requests, compute their prompts in passes of ``prefill_batch`` rows (most
@@ -572,6 +602,7 @@ class LoopStats:
     drafted: int = 0  # tokens drafted (draft_tokens > 0), and of those the rows kept
     accepted: int = 0
     packed: int = 0  # steps whose rows fed different numbers of tokens, run packed (no padding computed)
+    deferred: int = 0  # requests put back a step to reuse the prompt start a sibling computes (same group)
 
     def admit(self, requests: int) -> None:
         self.admissions += 1
