@@ -304,6 +304,7 @@ class TransformersEngine(Engine):
         and put the others back at the head of the queue, once: admitted together, each would compute the
         shared start again; a step later they reuse the KV the first one stored."""
         if self.prefix_cache is None or len(taken) < 2:
+            self._deferred.difference_update(f for _, f, _ in taken)
             return taken
         with self._prefix_lock:
             cached = set(self.prefix_cache.entries)
