@@ -18,10 +18,13 @@ Methods (all applied to raw scores first clipped to ``[EPS, 1 - EPS]``; ``z = lo
 - ``isotonic``: the non-decreasing step function of :class:`sklearn.isotonic.IsotonicRegression`
   (``out_of_bounds="clip"``), with outputs kept inside ``[1 / (n + 2), (n + 1) / (n + 2)]``: n items
   cannot support a probability closer to 0 or 1 than the rule of succession gives. Stored as its
-  breakpoints ``x`` / ``y`` and applied by linear interpolation between them (as scikit-learn does).
+  breakpoints ``x`` / ``y`` and applied by linear interpolation between them (as scikit-learn does),
+  plus ``TIE_BREAK * p`` (at most 1e-6): the step function's flat steps would merge claims the raw
+  score tells apart into ties and lose ranking for nothing, so each step keeps the raw order inside it.
+  A non-negative tilt never moves a score below a bin edge it sat on.
 
-All three are monotone (temperature and Platt strictly for ``T > 0`` / ``a > 0``), so the order of
-the claims, hence AUROC, is kept; isotonic may merge neighbours into ties.
+All three are strictly increasing (temperature and Platt for ``T > 0`` / ``a > 0``), so the order of
+the claims, hence AUROC, is kept.
 
 Choice: each method is scored by the ECE of its *out-of-fold* predictions (stratified k-fold, the
 out-of-fold calibrated scores of all folds pooled, then one ECE over all items, which is steadier on
@@ -79,6 +82,8 @@ from halucheck.errors import ConfigError, InputError
 METHODS = ("temperature", "platt", "isotonic")
 """The calibration methods, fewest parameters first (the order also breaks ties in the choice)."""
 EPS = 1e-6
+TIE_BREAK = 1e-6
+"""Isotonic's tilt by the raw score, so that its flat steps keep the raw order (module docstring)."""
 """Raw scores are clipped to [EPS, 1 - EPS] before their logit; calibrated ones are kept there too."""
 MIN_ITEMS = 10
 """The fewest labelled items :func:`fit` accepts (and both classes must be among them)."""
@@ -265,7 +270,8 @@ def _apply(method: str, parameters: Mapping, p, eps: float = EPS) -> np.ndarray:
         return _sigmoid(parameters["a"] * _logit(p, eps) + parameters["b"], eps)
     if method == "isotonic":
         x, yv = np.asarray(parameters["x"], dtype=float), np.asarray(parameters["y"], dtype=float)
-        return np.clip(np.interp(np.clip(p, eps, 1 - eps), x, yv), eps, 1 - eps)
+        p = np.clip(p, eps, 1 - eps)
+        return np.clip(np.interp(p, x, yv) + TIE_BREAK * p, eps, 1 - eps)
     raise ValueError(f"unknown calibration method {method!r}; one of {', '.join(METHODS)}")
 
 
