@@ -82,9 +82,9 @@ from halucheck.errors import ConfigError, InputError
 METHODS = ("temperature", "platt", "isotonic")
 """The calibration methods, fewest parameters first (the order also breaks ties in the choice)."""
 EPS = 1e-6
+"""Raw scores are clipped to [EPS, 1 - EPS] before their logit; calibrated ones are kept there too."""
 TIE_BREAK = 1e-6
 """Isotonic's tilt by the raw score, so that its flat steps keep the raw order (module docstring)."""
-"""Raw scores are clipped to [EPS, 1 - EPS] before their logit; calibrated ones are kept there too."""
 MIN_ITEMS = 10
 """The fewest labelled items :func:`fit` accepts (and both classes must be among them)."""
 ECE_BINS = 10
