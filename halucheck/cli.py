@@ -414,6 +414,8 @@ def eval_cmd(
                               "a --data file is never split (all its items are used)."),
     limit: Optional[int] = typer.Option(None, "--limit", "-n", help="First N items of each dataset's split "
                                         "(of each --data file: its first N usable items)."),
+    skip: int = typer.Option(0, "--skip", help="Leave out the first N items of each named set's split, e.g. to score "
+                             "items a run before has not seen: -n 150 --skip 150 is items 151-300 (not for --data files)."),
     out: Optional[Path] = typer.Option(None, "--out", "-o", help="Run directory (default runs/eval/<verifier>-<profile>-<datasets>-<split>)."),
     compare: bool = Flag("--compare", help="Print one markdown table of the run directories given as arguments."),
     common: bool = Flag("--common", help="With --compare: score every run on the items all of them have."),
@@ -454,6 +456,11 @@ def eval_cmd(
                                  "labelled file; or --compare DIR1 DIR2 ...")
         if limit is not None and limit < 1:
             raise HalucheckError("--limit must be at least 1")
+        if skip < 0:
+            raise HalucheckError("--skip must be 0 or more")
+        if skip and (extraction or not dataset):
+            raise HalucheckError("--skip leaves out items of the named sets' splits (--dataset); for "
+                                 + ("--extraction" if extraction else "a --data file") + " use --limit")
         if samples < 0 or max_evidence < 0:
             raise HalucheckError("--samples and --max-evidence must be 0 or more")
         if corpus is not None and not data:
@@ -495,7 +502,7 @@ def eval_cmd(
         result = run_eval(dataset or [], verifier, settings, out_dir, split=used_split, limit=limit,
                           options=options, max_evidence=max_evidence, label=name,
                           log=lambda m: typer.echo(m, err=True), cache=not no_cache, data=user_data,
-                          calibration=calibration_choice)
+                          calibration=calibration_choice, skip=skip)
     except HalucheckError as exc:
         fail(str(exc))
     cost = result.metrics["cost"]

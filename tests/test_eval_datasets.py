@@ -277,3 +277,6 @@ def test_limit(root):
     _need(root, "wice")
     assert load("wice", limit=0, root=root) == []
     assert [i.id for i in load("wice", "test", limit=2, root=root)] == ["wice:4", "wice:9"]
+    test = load("wice", "test", root=root)
+    assert load("wice", "test", limit=3, skip=1, root=root) == test[1:4]
+    assert load("wice", "test", skip=len(test), root=root) == []

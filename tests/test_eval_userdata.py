@@ -338,10 +338,11 @@ def test_cli_eval_data_end_to_end(tmp_path, config, fast_boot):
 
 
 def test_cli_eval_data_beside_a_named_set_and_limit(tmp_path, config, monkeypatch, fast_boot):
-    def fake_load(name, split="dev", limit=None):
+    def fake_load(name, split="dev", limit=None, skip=0):
         its = [EvalItem(id=f"{name}:{i}", dataset=name, claim=f"{name} claim {i}", label=i % 2 == 0,
                         group=f"{name}:{i}", position=i, evidence=["passage"]) for i in range(6)]
         its = [it for it in its if it.split == split]
+        its = its[skip:]
         return its[:limit] if limit else its
 
     monkeypatch.setattr(harness, "load", fake_load)

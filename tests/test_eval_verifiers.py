@@ -367,6 +367,26 @@ def test_cli_eval_fails_when_no_item_got_a_prediction(tmp_path, toy_sets):
     assert (out / "predictions.jsonl").is_file()  # kept, to see what failed
 
 
+def test_cli_eval_skip_scores_the_items_after_the_first_n(tmp_path, config, toy_sets):
+    from halucheck.evaluation import read_predictions
+
+    out = tmp_path / "r"
+    first = runner.invoke(app, ["eval", "-d", "a", "-n", "2", "-v", "selfcheck", "--config", str(config), "-o", str(out)])
+    assert first.exit_code == 0, first.output
+    r = runner.invoke(app, ["eval", "-d", "a", "-n", "3", "--skip", "2", "-v", "selfcheck", "--config", str(config),
+                            "-o", str(out)])
+    assert r.exit_code == 0, r.output
+    assert [p["id"] for p in read_predictions(out)] == ["a:2", "a:3", "a:4"]
+    assert "3 items; 3 LLM calls" in r.stdout  # none of the first run's replies was about these items
+    assert json.loads((out / "metrics.json").read_text())["settings"]["skip"] == 2
+    r = runner.invoke(app, ["eval", "-d", "a", "--skip", "6", "-v", "selfcheck", "--config", str(config)])
+    assert r.exit_code == 1 and "lower --skip" in r.stderr
+    for bad, said in ((["--data", str(tmp_path / "f.jsonl")], "--data file"), (["-d", "a", "--extraction"], "--extraction"),
+                      (["-d", "a", "--skip", "-1"], "0 or more")):
+        r = runner.invoke(app, ["eval", "--skip", "1", *bad, "--config", str(config)])
+        assert r.exit_code == 1 and said in r.stderr, r.output
+
+
 def test_cli_compare_common_scores_runs_on_shared_items(tmp_path, config, toy_sets):
     from halucheck.evaluation import read_predictions
     from halucheck.evaluation.report import score_predictions

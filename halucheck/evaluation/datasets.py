@@ -511,11 +511,13 @@ GROUNDED = frozenset({"factcheck-gpt", "wice", "halueval-qa", "halueval-qa-clean
 """Sets whose items carry their own evidence; the others are closed-book."""
 
 
-def load(name: str, split: str = "dev", limit: int | None = None, root: str | os.PathLike | None = None) -> list[EvalItem]:
+def load(name: str, split: str = "dev", limit: int | None = None, root: str | os.PathLike | None = None,
+         skip: int = 0) -> list[EvalItem]:
     """Load one dataset's items for ``split`` (``"dev"``, ``"test"`` or ``"all"``), in file order.
 
-    ``limit`` keeps the first ``limit`` items after the split is applied. Raises :class:`InputError`
-    for an unknown name or split, or when the dataset folder is missing.
+    ``skip`` leaves out the split's first ``skip`` items and ``limit`` keeps the first ``limit`` of the rest
+    (``skip=150, limit=150``: items 151-300, which a run of the first 150 has not seen). Raises
+    :class:`InputError` for an unknown name or split, or when the dataset folder is missing.
     """
     if name not in DATASETS:
         raise InputError(f"unknown dataset {name!r}; available: {', '.join(DATASETS)}")
@@ -526,6 +528,9 @@ def load(name: str, split: str = "dev", limit: int | None = None, root: str | os
         return items
     for item in DATASETS[name](dataset_root(root)):
         if split != "all" and item.split != split:
+            continue
+        if skip > 0:
+            skip -= 1
             continue
         items.append(item)
         if limit is not None and len(items) >= limit:

@@ -132,13 +132,14 @@ class EvalResult:
     items: int
 
 
-def load_items(datasets: Sequence[str], split: str = "dev", limit: int | None = None) -> list[EvalItem]:
-    """Items of every dataset (``limit`` applies per dataset), in order."""
+def load_items(datasets: Sequence[str], split: str = "dev", limit: int | None = None, skip: int = 0) -> list[EvalItem]:
+    """Items of every dataset (``skip`` and ``limit`` apply per dataset), in order."""
     items: list[EvalItem] = []
     for name in datasets:
-        items += load(name, split=split, limit=limit)
+        items += load(name, split=split, limit=limit, skip=skip)
     if not items:
-        raise InputError(f"no items in {', '.join(datasets)} ({split} split, limit {limit}); raise --limit")
+        raise InputError(f"no items in {', '.join(datasets)} ({split} split, limit {limit}"
+                         + (f", skip {skip}); lower --skip" if skip else "); raise --limit"))
     return items
 
 
@@ -157,6 +158,7 @@ def run_eval(
     cache: bool = True,
     data: Sequence[UserData] = (),
     calibration: str | Path | None | bool = None,
+    skip: int = 0,
 ) -> EvalResult:
     """Run ``verifier`` on ``datasets`` and write the run folder ``out``; returns its metrics.
 
@@ -165,6 +167,7 @@ def run_eval(
     in ``out/replies.duckdb`` (see the module docstring). ``data``: the user's own files, already read
     (:mod:`halucheck.evaluation.userdata`), scored after the named sets as datasets of their own; they
     are not split, and their ``limit`` was applied when they were read. ``datasets`` may then be empty.
+    ``skip``: leave out the first ``skip`` items of each named set's split (items a run before has seen).
     ``calibration``: which calibrator's effect to report (:func:`halucheck.calibration.resolve`: None the
     stored unnamed one, else a name or a file); False none (a run that fits one).
     """
@@ -174,7 +177,7 @@ def run_eval(
     v.check()
     for d in data:
         d.require_items()
-    items = load_items(datasets, split, limit) if datasets or not data else []
+    items = load_items(datasets, split, limit, skip) if datasets or not data else []
     items += [it for d in data for it in d.items]
     names = [*datasets, *(d.name for d in data)]
     shown = [replace(it, evidence=select_evidence(it.claim, it.evidence, max_evidence)) for it in items]
@@ -226,6 +229,7 @@ def run_eval(
         "datasets": names,
         **({"data": [d.describe() for d in data]} if data else {}),
         "limit": limit,
+        **({"skip": skip} if skip else {}),
         "max_evidence": max_evidence,
         **({"profile": profile.name, "engine": profile.engine, "model": profile.model} if profile else {}),
         **v.describe(),
