@@ -84,6 +84,7 @@ import json
 import os
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from itertools import islice
 from pathlib import Path
 
 from typing import TYPE_CHECKING
@@ -523,19 +524,10 @@ def load(name: str, split: str = "dev", limit: int | None = None, root: str | os
         raise InputError(f"unknown dataset {name!r}; available: {', '.join(DATASETS)}")
     if split not in SPLITS:
         raise InputError(f"unknown split {split!r}; use one of: {', '.join(SPLITS)}")
-    items: list[EvalItem] = []
     if limit is not None and limit <= 0:
-        return items
-    for item in DATASETS[name](dataset_root(root)):
-        if split != "all" and item.split != split:
-            continue
-        if skip > 0:
-            skip -= 1
-            continue
-        items.append(item)
-        if limit is not None and len(items) >= limit:
-            break
-    return items
+        return []
+    chosen = (item for item in DATASETS[name](dataset_root(root)) if split == "all" or item.split == split)
+    return list(islice(chosen, skip, None if limit is None else skip + limit))
 
 
 def corpus(name: str, root: str | os.PathLike | None = None) -> list[str]:
