@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import json
 import time
+import uuid
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Literal, Sequence
 
@@ -296,13 +297,17 @@ class Consistency(SelfCheck):
         cost = Cost(claims=len(checks))
         engine = engines.engine_for(ROLE)
         k = max(0, self.options.samples)
-        greedy = [self.request(c, engines) for c in checks]
+        # a claim's greedy and sampled requests share one prompt: an engine that keeps prompt KV computes it once
+        run = uuid.uuid4().hex[:12]
+        greedy = [replace(self.request(c, engines), prefix_group=f"{self.name}:{run}:{i}")
+                  for i, c in enumerate(checks)]
         sampled = [
             replace(g, logprobs=False, sampling=replace(
                 g.sampling, temperature=max(self.options.sample_temperature, 1e-3), seed=self.options.seed + j + 1))
             for g in greedy for j in range(k)
         ]
         results = engine.generate(greedy + sampled)
+        engine.release([g.prefix_group for g in greedy])
         cost.add_results(results)
         first, rest = results[: len(checks)], results[len(checks):]
 

@@ -2,7 +2,8 @@
 """collab-cal on the embedded engine: the same claims with the prompt-prefix reuse off, then on (one process).
 
 collab-cal asks all agents of a claim at once, and their prompts share system prompt, evidence and claim
-(each step's calls of a claim form one prefix group). Without reuse every call computes its whole prompt;
+(each step's calls of a claim form one prefix group); ``--verifier consistency`` measures the consistency
+verifier instead, whose greedy and sampled requests about a claim send one prompt (one group). Without reuse every call computes its whole prompt;
 with it the engine admits a group's first call, keeps its prompt's KV, and the others (held back one step)
 compute only what follows the shared start. Prints, per run: wall time, prompt tokens sent and actually
 computed, the decode loop's counters (``deferred``: calls held back a step), and at the end the share of
@@ -10,6 +11,7 @@ prompt tokens computed with reuse, the speedup, and how many verdicts agree (bfl
 may move a sampled first answer; float32 gives the same replies).
 
     OMP_WAIT_POLICY=PASSIVE python scripts/bench_collab.py --profile cpu-1.5b -n 6
+    OMP_WAIT_POLICY=PASSIVE python scripts/bench_collab.py --profile cpu-1.5b -n 6 --verifier consistency
 
 Claims: the first ``-n`` Factcheck-GPT dev items (synthetic ones when the datasets are not there).
 """
@@ -49,6 +51,7 @@ def main(argv=None) -> None:
     ap.add_argument("--profile", default="cpu-1.5b")
     ap.add_argument("--config", default=None)
     ap.add_argument("-n", type=int, default=6, help="claims")
+    ap.add_argument("--verifier", default="collab-cal", choices=("collab-cal", "consistency"))
     args = ap.parse_args(argv)
 
     from halucheck.config import Settings
@@ -69,11 +72,11 @@ def main(argv=None) -> None:
             engine.drafter = type(engine.drafter)()
         engine.stats = type(engine.stats)()
         prefilled0 = engine.prefilled_tokens
-        verifier = get_verifier("collab-cal", VerifierOptions())
+        verifier = get_verifier(args.verifier, VerifierOptions())
         t0 = time.perf_counter()
         verdicts = verifier.verify(checks, engines)
         wall = time.perf_counter() - t0
-        cost = verifier.costs["collab-cal"]
+        cost = verifier.costs[args.verifier]
         runs[label] = {"wall_s": round(wall, 1), "calls": cost.llm_calls, "prompt_tokens": cost.prompt_tokens,
                        "prefilled_tokens": engine.prefilled_tokens - prefilled0, "loop": engine.stats.to_dict(),
                        "p": [v.p_hallucinated for v in verdicts]}
@@ -81,7 +84,7 @@ def main(argv=None) -> None:
         print(f"{label:>9}: {wall:7.1f} s  calls {r['calls']}  prompt tokens {r['prompt_tokens']}  "
               f"computed {r['prefilled_tokens']}  decode loop {json.dumps(r['loop'])}", flush=True)
     off, on = runs["no reuse"], runs["reuse"]
-    out = {"claims": len(checks), "profile": args.profile, "dtype": engine.dtype,
+    out = {"verifier": args.verifier, "claims": len(checks), "profile": args.profile, "dtype": engine.dtype,
            "prefill_ratio": round(on["prefilled_tokens"] / max(1, off["prefilled_tokens"]), 3),
            "wall_speedup": round(off["wall_s"] / max(1e-9, on["wall_s"]), 2),
            "same_verdicts": sum((a is None) == (b is None) and (a is None or (a >= 0.5) == (b >= 0.5))

@@ -155,11 +155,19 @@ def test_consistency_batches_samples_then_reflection():
         return {"reasoning": "r", "factuality": req.sampling.temperature > 0}  # greedy: not factual, samples: factual
 
     eng = FakeEngine(responder=responder)
+    released = []
+    eng.release = lambda groups: released.append(list(groups))
     v = get_verifier("consistency", VerifierOptions(samples=3, seed=10))
     preds = v.predict(items(2), settings_with(eng))
     assert eng.batch_sizes == [2 * 4, 2]  # greedy + samples in one call, then all reflections in one
     sampled = [r for r in eng.requests[:8] if r.sampling.temperature > 0]
     assert len(sampled) == 6 and {r.sampling.seed for r in sampled} == {11, 12, 13}
+    # a claim's greedy and sampled requests (one prompt) share a prefix group, released after the call
+    greedy, rest = eng.requests[:2], eng.requests[2:8]
+    assert greedy[0].prefix_group != greedy[1].prefix_group and None not in {g.prefix_group for g in greedy}
+    assert [r.prefix_group for r in rest] == [greedy[0].prefix_group] * 3 + [greedy[1].prefix_group] * 3
+    assert all(r.messages == g.messages for g, k in zip(greedy, (rest[:3], rest[3:])) for r in k)
+    assert released == [[g.prefix_group for g in greedy]]
     expected = consistency_score(True, None, [False] * 3, "correct")
     assert [p.score for p in preds] == [pytest.approx(expected)] * 2
     assert all(p.prediction == (expected >= 0.5) for p in preds)
