@@ -94,6 +94,7 @@ def main(argv=None) -> None:
     print(f"prefix reuse: {out['prefill_ratio']} of the prompt tokens computed, {out['wall_speedup']}x faster, "
           f"{out['same_verdicts']} of {len(checks)} verdicts the same", flush=True)
     print(json.dumps(out))
+    engines.close()  # stops the engine's decode thread before the interpreter does
 
 
 if __name__ == "__main__":
