@@ -91,7 +91,6 @@ Where this departs from the paper, and why:
 from __future__ import annotations
 
 import time
-import uuid
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Literal, Sequence
 
@@ -263,8 +262,7 @@ class CollabCal(Verifier):
         engine = engines.engine_for(ROLE)
         personas = [p["line"] for p in self.personas()]
         calls = [0] * len(checks)
-        run = uuid.uuid4().hex[:12]
-        groups = [f"{self.name}:{run}:{i}" for i in range(len(checks))]  # prefix groups, one per claim and step
+        groups = self.prefix_groups(len(checks))  # one per claim; each step adds its name
 
         def step(requests: list[tuple[int, Request]]) -> list[Result]:
             """One generate call for every claim's requests of this step."""

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import json
 import time
-import uuid
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Literal, Sequence
 
@@ -298,9 +297,8 @@ class Consistency(SelfCheck):
         engine = engines.engine_for(ROLE)
         k = max(0, self.options.samples)
         # a claim's greedy and sampled requests share one prompt: an engine that keeps prompt KV computes it once
-        run = uuid.uuid4().hex[:12]
-        greedy = [replace(self.request(c, engines), prefix_group=f"{self.name}:{run}:{i}")
-                  for i, c in enumerate(checks)]
+        greedy = [replace(self.request(c, engines), prefix_group=group)
+                  for c, group in zip(checks, self.prefix_groups(len(checks)))]
         sampled = [
             replace(g, logprobs=False, sampling=replace(
                 g.sampling, temperature=max(self.options.sample_temperature, 1e-3), seed=self.options.seed + j + 1))

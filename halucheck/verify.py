@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import difflib
 import importlib
+import uuid
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Callable, Sequence
 
@@ -112,6 +113,12 @@ class Verifier:
 
     def check(self) -> None:
         """Raise a HalucheckError before any work when the verifier cannot run as configured."""
+
+    def prefix_groups(self, n: int) -> list[str]:
+        """A fresh ``Request.prefix_group`` for each of ``n`` claims of one ``verify`` call (unique across
+        calls, so an engine never mixes up two calls' prefixes); release them when their calls are over."""
+        run = uuid.uuid4().hex[:12]
+        return [f"{self.name}:{run}:{i}" for i in range(n)]
 
 
 def verdict_from_score(name: str, hallucinated: bool, p_hallucinated: float, turn) -> Verdict:
