@@ -5,10 +5,11 @@ collab-cal asks all agents of a claim at once, and their prompts share system pr
 (each step's calls of a claim form one prefix group); ``--verifier consistency`` measures the consistency
 verifier instead, whose greedy and sampled requests about a claim send one prompt (one group). Without
 reuse every call computes its whole prompt; with it the engine admits a group's first call, keeps its
-prompt's KV, and the others (held back one step) compute only what follows the shared start. Prints, per run: wall time, prompt tokens sent and actually
-computed, the decode loop's counters (``deferred``: calls held back a step), and at the end the share of
-prompt tokens computed with reuse, the speedup, and how many verdicts agree (bfloat16 sums in another order
-may move a sampled first answer; float32 gives the same replies).
+prompt's KV, and the others (held back one step) compute only what follows the shared start. Prints, per
+run: wall time, prompt tokens sent and actually computed, the decode loop's counters (``deferred``: calls
+held back a step), and at the end the share of prompt tokens computed with reuse, the speedup, and how many
+verdicts agree (bfloat16 sums in another order may move a sampled first answer; float32 gives the same
+replies).
 
     OMP_WAIT_POLICY=PASSIVE python scripts/bench_collab.py --profile cpu-1.5b -n 6
     OMP_WAIT_POLICY=PASSIVE python scripts/bench_collab.py --profile cpu-1.5b -n 6 --verifier consistency
