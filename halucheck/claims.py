@@ -266,7 +266,7 @@ def claims_of_answers(answers: Sequence[tuple[str | None, str, int | None]], eng
     word for word, found without a model (:func:`calculations`); with ``cite`` (a bibliography to check
     against), so is every reference-shaped citation (:func:`citations`); an extracted claim that restates
     one is dropped. With ``sources`` (a corpus to look them up in), every document the answer names as its
-    source (``(source: products.md)``, :func:`halucheck.sources.find_sources`) is a claim of kind ``source``.
+    source (``(source: products.md)``, :func:`halucheck.verifiers.tools.sources.find_sources`) is a claim of kind ``source``.
     A failed call fails its whole answer."""
     out = [AnswerClaims() for _ in answers]
     work = []  # (answer index, sentence, needs the filter, context for the extractor)
@@ -320,7 +320,7 @@ def claims_of_answers(answers: Sequence[tuple[str | None, str, int | None]], eng
         a.claims += [(text, None, s, e, "calculation") for text, s, e in calcs]
         a.claims += [(text, None, s, e, "citation") for text, s, e, _ in cites]
         if sources:
-            from halucheck.sources import find_sources
+            from halucheck.verifiers.tools.sources import find_sources
 
             a.claims += [(r.name, None, r.start, r.end, "source") for r in find_sources(prose[i])]
         a.claims.sort(key=lambda c: c[2])
@@ -337,9 +337,9 @@ def code_blocks(text: str) -> list[tuple[str, int, int]]:
 
 
 def calculations(text: str) -> list[tuple[str, int, int]]:
-    """The calculations written in ``text`` (``expression = result``, see :func:`halucheck.arith.find_calculations`)
+    """The calculations written in ``text`` (``expression = result``, see :func:`halucheck.verifiers.tools.arith.find_calculations`)
     as (exact text, start, end): each becomes a ``calculation`` claim, checked by evaluating it, not by a model."""
-    from halucheck.arith import find_calculations
+    from halucheck.verifiers.tools.arith import find_calculations
 
     out = []
     for c in find_calculations(text):
@@ -349,9 +349,9 @@ def calculations(text: str) -> list[tuple[str, int, int]]:
 
 
 def citations(text: str) -> list[tuple[str, int, int, str]]:
-    """The reference-shaped citations in ``text`` (:func:`halucheck.citations.find_citations`) as (exact
+    """The reference-shaped citations in ``text`` (:func:`halucheck.verifiers.tools.citations.find_citations`) as (exact
     text, start, end, cited title): each becomes a ``citation`` claim, looked up in the bibliography."""
-    from halucheck.citations import find_citations
+    from halucheck.verifiers.tools.citations import find_citations
 
     return [(text[s:e], s, e, c.title) for c, (s, e) in find_citations(text)]
 

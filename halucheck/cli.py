@@ -141,7 +141,7 @@ def _read_evidence(evidence: Optional[list[str]], evidence_file: Optional[list[P
 def _verdict_json(verdict, cal) -> dict:
     """The verdict as `check --json` prints it: with the calibrated P(hallucinated) (and the raw one) when a
     calibrator is stored for the debate on this profile, and a line saying which, or that there is none."""
-    from halucheck import calibration
+    from halucheck.verifiers import calibration
 
     out = {**verdict.to_dict(), **calibration.calibrated_fields(cal, verdict.p_hallucinated)}
     out["calibration"] = calibration.describe(cal)
@@ -149,7 +149,7 @@ def _verdict_json(verdict, cal) -> dict:
 
 
 def _print_verdict(verdict, cal=None) -> None:
-    from halucheck import calibration
+    from halucheck.verifiers import calibration
 
     verdict_word = {True: "FACTUAL", False: "NOT FACTUAL", None: "UNDECIDED"}[verdict.factuality]
     colour = {True: "green", False: "red", None: "yellow"}[verdict.factuality]
@@ -211,7 +211,7 @@ def check(
     try:
         if not claim.strip():
             raise InputError('the claim is empty; pass the text to check, e.g. halucheck check "Paris is in France."')
-        from halucheck.debate import Agents, DebateConfig, check_claim
+        from halucheck.verifiers.debate import Agents, DebateConfig, check_claim
         from halucheck.records import Claim
 
         cfg = DebateConfig(policy=policy, min_rounds=min_rounds, max_rounds=max_rounds, prompts=prompts)
@@ -219,7 +219,7 @@ def check(
         settings = _settings(config, profile, role)
         if not passages:
             typer.echo("note: no evidence given; the agents judge the claim on its own (--evidence TEXT)", err=True)
-        from halucheck import calibration
+        from halucheck.verifiers import calibration
         from halucheck.engines.pool import EnginePool
 
         prof = settings.profile_for("initial")
@@ -273,10 +273,10 @@ def run(
     are asked again. Exit code 3: the run finished but some answers are undecided (failed calls);
     run the same command again to retry them."""
     try:
-        from halucheck.debate import DebateConfig
+        from halucheck.verifiers.debate import DebateConfig
         from halucheck.config import nli_model_path
         from halucheck.pipeline import Pipeline, RunOptions
-        from halucheck.verify import DEFAULT_BAND, parse_band
+        from halucheck.verifiers.base import DEFAULT_BAND, parse_band
 
         if subjective_filter not in ("auto", "on", "off"):
             raise HalucheckError(f"--filter must be auto, on or off, not {subjective_filter!r}")
@@ -322,7 +322,7 @@ def report(run_dir: Path = typer.Argument(..., help="A run directory made by `ha
         if not (run_dir / "run.duckdb").is_file():
             raise HalucheckError(f"{run_dir} has no run.duckdb; pass the --out folder of a `halucheck run`")
         from halucheck import reports
-        from halucheck.runstore import RunStore
+        from halucheck.store.runstore import RunStore
 
         store = RunStore(run_dir / "run.duckdb")
         try:
@@ -472,11 +472,11 @@ def eval_cmd(
         if extraction:
             _eval_extraction(dataset, split, limit, out, config, profile, role, no_cache)
             return
-        from halucheck.debate import DebateConfig
+        from halucheck.verifiers.debate import DebateConfig
         from halucheck.config import nli_model_path
         from halucheck.evaluation.harness import default_out, run_eval
         from halucheck.evaluation.verifiers import VerifierOptions, get_verifier
-        from halucheck.verify import DEFAULT_BAND, parse_band
+        from halucheck.verifiers.base import DEFAULT_BAND, parse_band
 
         options = VerifierOptions(
             debate=DebateConfig(policy=policy, min_rounds=min_rounds, max_rounds=max_rounds, prompts=prompts),
@@ -485,7 +485,7 @@ def eval_cmd(
             bibliography=str(bibliography) if bibliography is not None else None,
         )
         if bibliography is not None:
-            from halucheck.citations import load_bibliography
+            from halucheck.verifiers.tools.citations import load_bibliography
 
             problems = load_bibliography(bibliography).warnings  # read once here; the verifier reuses it
             for problem in problems[:20]:
@@ -573,13 +573,13 @@ def calibrate_cmd(
     """Fit a calibrator for a verifier and profile on labelled data (temperature, Platt or isotonic, by
     cross-validated ECE); `run`, `check` and `eval` then report calibrated P(hallucinated)."""
     try:
-        from halucheck import calibration
+        from halucheck.verifiers import calibration
         from halucheck.config import nli_model_path
         from halucheck.evaluation import read_predictions
         from halucheck.evaluation.harness import default_out, run_eval
         from halucheck.evaluation.userdata import load_user_data
         from halucheck.evaluation.verifiers import VerifierOptions, get_verifier
-        from halucheck.verify import DEFAULT_BAND, parse_band
+        from halucheck.verifiers.base import DEFAULT_BAND, parse_band
 
         if not dataset and not data:
             raise HalucheckError("give labelled data to fit on: --dataset NAME (its dev split) or --data FILE")

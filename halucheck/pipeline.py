@@ -17,14 +17,14 @@ from typing import Callable
 
 from halucheck import claims as claim_stages
 from halucheck.config import Settings, index_path
-from halucheck.debate import DebateConfig
+from halucheck.verifiers.debate import DebateConfig
 from halucheck.engines.cache import CachingEngine
 from halucheck.engines.pool import EnginePool
 from halucheck.errors import InputError
 from halucheck.inputs import Item, read_input_bytes, read_items, truncation_point
 from halucheck.records import Check, Claim, Evidence
-from halucheck.runstore import RunStore
-from halucheck.verify import DEFAULT_BAND, Routed, VerifierOptions, get_verifier
+from halucheck.store.runstore import RunStore
+from halucheck.verifiers.base import DEFAULT_BAND, Routed, VerifierOptions, get_verifier
 
 
 @dataclass
@@ -130,14 +130,14 @@ class Pipeline:
         self.store = RunStore(opts.out / "run.duckdb", restart=restart)
         self.engines = EnginePool(settings, wrappers=(lambda engine: CachingEngine(engine, self.store),))
         self._corpus = None
-        self._source_names = None  # corpus document names (halucheck.sources), built on first use
+        self._source_names = None  # corpus document names (halucheck.verifiers.tools.sources), built on first use
         self._doc_index: tuple[str, object] | None = None  # the passages of the last cited document
         self.calibrate()
 
     def find_calibrator(self):
         """The calibrator fitted for this verifier and profile (`halucheck calibrate`; the one
         ``--calibration`` names) and where it was read: ``(None, None)`` when there is none."""
-        from halucheck import calibration
+        from halucheck.verifiers import calibration
 
         prof = self.settings.profile_for("initial") if self.verifier.uses_llm else None
         return calibration.resolve(self.verifier.name, prof.name if prof else None, prof.model if prof else None,
@@ -327,9 +327,9 @@ class Pipeline:
         bar.close()
 
     def source_names(self):
-        """Which corpus document each name refers to (``halucheck.sources``); None without a corpus."""
+        """Which corpus document each name refers to (``halucheck.verifiers.tools.sources``); None without a corpus."""
         if self._source_names is None and self.corpus() is not None:
-            from halucheck.sources import SourceNames
+            from halucheck.verifiers.tools.sources import SourceNames
 
             self._source_names = SourceNames.of_index(self.corpus(), root=self.opts.corpus.resolve())
         return self._source_names
@@ -357,7 +357,7 @@ class Pipeline:
         names = self.source_names()
         if names is None:
             return {}
-        from halucheck.sources import backing_sources, find_sources
+        from halucheck.verifiers.tools.sources import backing_sources, find_sources
 
         out, refs = {}, {}
         for cid, idx, _, _, start, end in rows:

@@ -90,9 +90,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from halucheck.debate import Agents, DebateConfig, DebateJob, Scheduler, debate, run_sequential  # noqa: E402
-from halucheck.debate import agents as agent_prompts  # noqa: E402
-from halucheck.debate.agents import AgentCall, build_messages  # noqa: E402
+from halucheck.verifiers.debate import Agents, DebateConfig, DebateJob, Scheduler, debate, run_sequential  # noqa: E402
+from halucheck.verifiers.debate import agents as agent_prompts  # noqa: E402
+from halucheck.verifiers.debate.agents import AgentCall, build_messages  # noqa: E402
 from halucheck.engines.base import Request, SamplingParams  # noqa: E402
 from halucheck.engines.fake import FakeEngine  # noqa: E402
 from halucheck.records import Claim, Evidence, Turn  # noqa: E402
@@ -264,7 +264,7 @@ def naive_messages(claim: Claim, evidence, call: AgentCall) -> tuple[dict, ...]:
 
 def chains(jobs, cfg: DebateConfig) -> list[list[tuple[AgentCall, Claim, tuple]]]:
     """Every claim's chain of calls, driven by the deterministic responder."""
-    from halucheck.debate.agents import turn_from_result
+    from halucheck.verifiers.debate.agents import turn_from_result
 
     engine = FakeEngine(responder=Responder())
     agents = Agents(engine=engine)

@@ -24,7 +24,7 @@ from pathlib import Path
 
 from halucheck import engines
 from halucheck.config import Settings
-from halucheck.debate import DebateConfig
+from halucheck.verifiers.debate import DebateConfig
 from halucheck.engines.fake import FakeEngine
 from halucheck.pipeline import Pipeline, RunOptions
 

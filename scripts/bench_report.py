@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 
 from halucheck.reports import build_results
-from halucheck.runstore import RunStore
+from halucheck.store.runstore import RunStore
 
 
 def fill(store: RunStore, items: int, per_item: int) -> int:

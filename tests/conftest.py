@@ -10,7 +10,8 @@ DATASETS = Path(os.environ.get("HALUCHECK_DATASETS", REPO.parent / "shared" / "d
 @pytest.fixture(autouse=True)
 def _registries_restored():
     """Engines and verifiers a test registers are gone after it (tests register scripted fakes freely)."""
-    from halucheck import engines, verify
+    from halucheck import engines
+    from halucheck.verifiers import base as verify
 
     saved = dict(engines._REGISTRY), dict(verify._REGISTRY)
     yield

@@ -5,7 +5,7 @@ from fractions import Fraction
 
 import pytest
 
-from halucheck.arith import ArithError, check, evaluate, find_calculations, normalize
+from halucheck.verifiers.tools.arith import ArithError, check, evaluate, find_calculations, normalize
 
 
 @pytest.mark.parametrize("expression, claimed", [

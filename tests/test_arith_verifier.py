@@ -8,12 +8,12 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from halucheck.arith import P_RIGHT, P_WRONG, ArithVerifier, severity_of
+from halucheck.verifiers.tools.arith import P_RIGHT, P_WRONG, ArithVerifier, severity_of
 from halucheck.cli import app
 from halucheck.evaluation import harness, load
 from halucheck.evaluation.verifiers import check_of
 from halucheck.records import Check, Claim, Verdict
-from halucheck.verify import get_verifier
+from halucheck.verifiers.base import get_verifier
 
 runner = CliRunner()
 

@@ -11,8 +11,8 @@ import xml.etree.ElementTree as ET
 import numpy as np
 import pytest
 
-from halucheck import calibration as cal
-from halucheck.calibration import (
+from halucheck.verifiers import calibration as cal
+from halucheck.verifiers.calibration import (
     Calibrator,
     band_for,
     brier_score,

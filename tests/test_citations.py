@@ -10,7 +10,7 @@ import time
 import pytest
 from typer.testing import CliRunner
 
-from halucheck.citations import (
+from halucheck.verifiers.tools.citations import (
     Bibliography,
     Citation,
     CitationVerifier,
@@ -29,7 +29,7 @@ from halucheck.cli import app
 from halucheck.errors import ConfigError, InputError
 from halucheck.evaluation import harness
 from halucheck.records import Check, Claim
-from halucheck.verify import VerifierOptions, get_verifier
+from halucheck.verifiers.base import VerifierOptions, get_verifier
 
 runner = CliRunner()
 

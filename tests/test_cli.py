@@ -135,7 +135,7 @@ def test_models_list_marks_the_default_and_says_how_to_install(monkeypatch, tmp_
 
 
 def test_check_gives_the_calibrated_probability_of_a_stored_calibrator(config, tmp_path, monkeypatch):
-    from halucheck import calibration
+    from halucheck.verifiers import calibration
     from halucheck.cli import _settings
 
     monkeypatch.setenv("HALUCHECK_HOME", str(tmp_path / "home"))

@@ -8,8 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from halucheck import codecheck, sandbox
-from halucheck.codecheck import (
+from halucheck.verifiers.tools import code as codecheck
+from halucheck.verifiers.tools import sandbox
+from halucheck.verifiers.tools.code import (
     CodeCheck,
     Output,
     entry_point,
@@ -27,7 +28,7 @@ from halucheck.errors import ConfigError
 from halucheck.evaluation import DATASETS, load
 from halucheck.evaluation.verifiers import check_of
 from halucheck.records import Check, Claim
-from halucheck.verify import get_verifier
+from halucheck.verifiers.base import get_verifier
 
 UNAVAILABLE = sandbox.available()
 needs_sandbox = pytest.mark.skipif(UNAVAILABLE is not None, reason=f"sandbox unavailable: {UNAVAILABLE}")

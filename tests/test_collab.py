@@ -10,14 +10,14 @@ import pytest
 from typer.testing import CliRunner
 
 from halucheck.cli import app
-from halucheck.collab import CollabCal, ConsensusReply, RevisionReply, aggregate, first_confidence
+from halucheck.verifiers.collab import CollabCal, ConsensusReply, RevisionReply, aggregate, first_confidence
 from halucheck.config import Settings
 from halucheck.engines import register
 from halucheck.engines.fake import FakeEngine
 from halucheck.engines.pool import EnginePool
 from halucheck.prompts import load as load_prompts
 from halucheck.records import Check, Claim, Evidence
-from halucheck.verify import VerifierOptions, get_verifier
+from halucheck.verifiers.base import VerifierOptions, get_verifier
 
 runner = CliRunner()
 _names = count()

@@ -4,18 +4,18 @@ import json
 
 import pytest
 
-from halucheck.debate import Agents, DebateConfig, check_claim, next_state
+from halucheck.verifiers.debate import Agents, DebateConfig, check_claim, next_state
 import math
 
 import jsonschema
 
-from halucheck.debate.agents import (AGENT_SCHEMA, BRIEF_WORDS, ROLE_SCHEMAS, AgentCall, brief, build_messages,
+from halucheck.verifiers.debate.agents import (AGENT_SCHEMA, BRIEF_WORDS, ROLE_SCHEMAS, AgentCall, brief, build_messages,
                                      turn_from_result)
 from halucheck.engines.base import Result
 from halucheck.engines.fake import FakeEngine
 from halucheck.errors import ConfigError
 from halucheck.records import Claim, Evidence
-from halucheck.scoring import EPS, pool
+from halucheck.verifiers.scoring import EPS, pool
 
 CLAIM = Claim("The Eiffel Tower is in Berlin.")
 EVIDENCE = [Evidence("The Eiffel Tower is a wrought-iron lattice tower in Paris, France.")]

@@ -141,7 +141,7 @@ def _debate_requests(max_tokens: int, rounds: int = 1):
     after other opinions (nine more, each going on like its role's earlier call for a while)."""
     from dataclasses import replace
 
-    from halucheck.debate.agents import AgentCall, Agents
+    from halucheck.verifiers.debate.agents import AgentCall, Agents
     from halucheck.engines import SamplingParams
     from halucheck.engines.fake import FakeEngine
     from halucheck.records import Claim, Evidence, Turn
@@ -498,6 +498,6 @@ def test_drafted_tokens_give_the_same_greedy_replies(engine32, monkeypatch):
 
 
 def _schemas(requests):
-    from halucheck.debate.agents import ROLE_SCHEMAS
+    from halucheck.verifiers.debate.agents import ROLE_SCHEMAS
 
     return [ROLE_SCHEMAS[r.tag.split(":")[-1]] for r in requests]

@@ -9,7 +9,7 @@ import math
 import numpy as np
 import pytest
 
-from halucheck import calibration
+from halucheck.verifiers import calibration
 from halucheck.errors import InputError
 from halucheck.evaluation import EvalItem, Prediction, RunCost, compare, compute_metrics, read_predictions, read_run, write_run
 from halucheck.evaluation.metrics import METRICS, bootstrap_indices, length_controlled, register_metric, stratified_auroc
@@ -295,7 +295,7 @@ def test_calibration_effect_against_a_reference_computation():
 
 
 def test_calibration_report_writes_undefined_values_as_null(tmp_path):
-    from halucheck import calibration
+    from halucheck.verifiers import calibration
     from halucheck.evaluation.harness import calibration_report
 
     # HaluEval QA items whose answer lengths never match across the classes: no length-matched pair

@@ -7,7 +7,7 @@ from itertools import count
 
 import pytest
 
-from halucheck.scoring import EPS
+from halucheck.verifiers.scoring import EPS
 from typer.testing import CliRunner
 
 from halucheck.cli import app
@@ -28,7 +28,7 @@ from halucheck.evaluation.verifiers import (
     text_of,
     value_token_prob,
 )
-from halucheck.debate import DebateConfig
+from halucheck.verifiers.debate import DebateConfig
 from halucheck.errors import ConfigError
 from halucheck.records import Turn, Verdict
 
@@ -255,7 +255,7 @@ class FakeCrossEncoder:
 
 
 def test_nli_uses_max_entailment_over_passages(monkeypatch, tmp_path):
-    from halucheck import nli
+    from halucheck.verifiers import nli
 
     monkeypatch.setattr(nli, "load_cross_encoder", lambda path: FakeCrossEncoder())
     its = items(2, evidence=("Paris is in France.", "Berlin is in Germany."))

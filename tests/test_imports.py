@@ -12,7 +12,7 @@ MODULES = {".".join(p.relative_to(ROOT.parent).with_suffix("").parts).removesuff
 # what the rest is built on may not import what is built on it: the entry points, the pipeline and the eval
 TOP = ("halucheck.cli", "halucheck.pipeline", "halucheck.evaluation")
 # ... and configuration is data: it imports no engine, retrieval or debate code at all
-DATA_ONLY = {"halucheck.config": ("halucheck.engines", "halucheck.retrieval", "halucheck.debate")}
+DATA_ONLY = {"halucheck.config": ("halucheck.engines", "halucheck.retrieval", "halucheck.verifiers.debate")}
 
 
 def imports(path: pathlib.Path, module_level_only: bool) -> set[str]:

@@ -1,4 +1,4 @@
-"""The one migration runner (halucheck.migrations) and the two databases that use it: the run database and
+"""The one migration runner (halucheck.store.migrations) and the two databases that use it: the run database and
 the corpus index. Files made by the runners each database had before keep opening and upgrade in place."""
 
 from __future__ import annotations
@@ -9,12 +9,12 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from halucheck import migrations
+from halucheck.store import migrations
 from halucheck.errors import InputError
 from halucheck.retrieval import FakeEmbedder, Index, build_index
 from halucheck.retrieval import store as index_store
-from halucheck.runstore import MIGRATIONS as RUN_MIGRATIONS
-from halucheck.runstore import RunStore
+from halucheck.store.runstore import MIGRATIONS as RUN_MIGRATIONS
+from halucheck.store.runstore import RunStore
 
 STEPS = [
     ("001_table", "CREATE TABLE t (x INTEGER)"),
@@ -91,7 +91,7 @@ def test_the_runner_imports_no_halucheck_module():
 
 
 def old_run_migrate(con, steps):
-    """The run database's runner as it was before halucheck.migrations: its table, its SQL."""
+    """The run database's runner as it was before halucheck.store.migrations: its table, its SQL."""
     con.execute(
         "CREATE TABLE IF NOT EXISTS migrations (name VARCHAR PRIMARY KEY, applied_at TIMESTAMP "
         "DEFAULT current_timestamp)"
@@ -142,7 +142,7 @@ def test_run_database_with_a_newer_migration_opens_as_before(tmp_path):
 
 
 def old_index_migrate(con, steps):
-    """The index's runner as it was before halucheck.migrations: its table (no default), one statement at a
+    """The index's runner as it was before halucheck.store.migrations: its table (no default), one statement at a
     time, its INSERT."""
     con.execute("CREATE TABLE IF NOT EXISTS index_migrations (name VARCHAR PRIMARY KEY, applied_at TIMESTAMP)")
     for name, sql in steps:

@@ -8,13 +8,13 @@ import pytest
 
 from halucheck import engines
 from halucheck.config import Settings
-from halucheck.debate import DebateConfig
+from halucheck.verifiers.debate import DebateConfig
 from halucheck.engines.fake import FakeEngine
 from halucheck.errors import ConfigError, InputError
 from halucheck.pipeline import Pipeline, RunOptions, fuse
 from halucheck.records import Evidence
 from halucheck.reports import aggregate
-from halucheck.scoring import EPS
+from halucheck.verifiers.scoring import EPS
 
 
 class Crash(BaseException):
@@ -348,7 +348,7 @@ def test_citations_are_looked_up_in_the_bibliography(tmp_path, engine):
 
 
 def test_code_in_an_answer_is_run_against_independent_solutions(tmp_path, engine):
-    from halucheck import sandbox
+    from halucheck.verifiers.tools import sandbox
 
     if sandbox.available() is not None:
         pytest.skip(sandbox.available())
@@ -404,7 +404,7 @@ def test_a_cited_corpus_document_is_looked_up_and_backs_its_sentence(tmp_path, e
 
 
 def test_a_stored_calibrator_gives_every_model_claim_its_calibrated_probability(tmp_path, engine, monkeypatch):
-    from halucheck import calibration
+    from halucheck.verifiers import calibration
 
     monkeypatch.setenv("HALUCHECK_HOME", str(tmp_path / "home"))
     summary, plain = run(tmp_path, write_input(tmp_path, ANSWERS), out="plain")

@@ -17,13 +17,13 @@ from faults import FaultServer, echo
 from halucheck import engines
 from halucheck.cli import EXIT_UNDECIDED, app
 from halucheck.config import Settings
-from halucheck.debate import DebateConfig
+from halucheck.verifiers.debate import DebateConfig
 from halucheck.engines.base import Request
 from halucheck.engines.cache import CachingEngine
 from halucheck.engines.fake import FakeEngine
 from halucheck.errors import ConfigError, InputError
 from halucheck.pipeline import Pipeline, RunOptions
-from halucheck.runstore import RunStore
+from halucheck.store.runstore import RunStore
 
 TESTS = Path(__file__).resolve().parent
 runner = CliRunner()

@@ -148,7 +148,7 @@ def test_server_reply_cut_at_max_tokens_is_marked_capped():
 
 
 def test_debate_turns_guard_every_earlier_opinion_not_the_evidence():
-    from halucheck.debate import Agents, DebateConfig, check_claim
+    from halucheck.verifiers.debate import Agents, DebateConfig, check_claim
     from halucheck.engines.fake import FakeEngine
     from halucheck.records import Claim, Evidence
 
@@ -167,7 +167,7 @@ def test_debate_turns_guard_every_earlier_opinion_not_the_evidence():
 
 
 def test_an_agent_may_repeat_the_claim_and_the_passages_names_and_numbers_only():
-    from halucheck.debate.agents import quotable
+    from halucheck.verifiers.debate.agents import quotable
     from halucheck.records import Claim, Evidence
 
     q = quotable(Claim("The tower is in Berlin."), [Evidence("The Eiffel Tower stands in Paris since 1889."),

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from halucheck import sandbox
-from halucheck.sandbox import Limits, SandboxUnavailable, run_python
+from halucheck.verifiers.tools import sandbox
+from halucheck.verifiers.tools.sandbox import Limits, SandboxUnavailable, run_python
 
 UNAVAILABLE = sandbox.available()
 needs_bwrap = pytest.mark.skipif(UNAVAILABLE is not None, reason=f"sandbox unavailable: {UNAVAILABLE}")

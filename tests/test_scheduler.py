@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from halucheck.debate import Agents, DebateConfig, DebateJob, Scheduler, run_sequential
+from halucheck.verifiers.debate import Agents, DebateConfig, DebateJob, Scheduler, run_sequential
 from halucheck.engines.fake import FakeEngine
 from halucheck.records import Claim, Evidence
 

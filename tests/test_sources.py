@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from halucheck.records import Check, Claim, Evidence
-from halucheck.sources import SourceNames, SourceVerifier, backing_sources, find_sources, name_key, title_of
+from halucheck.verifiers.tools.sources import SourceNames, SourceVerifier, backing_sources, find_sources, name_key, title_of
 
 DOCS = [
     ("/c/products.md", "# Products\n\nThe AquaProbe 3 runs for 30 hours."),

@@ -18,7 +18,7 @@ import time
 from halucheck.engines.base import Engine, Request, Result, WrappedEngine
 
 if TYPE_CHECKING:
-    from halucheck.runstore import RunStore
+    from halucheck.store.runstore import RunStore
 
 
 DEFER_S = 0.5

@@ -17,7 +17,7 @@ Definitions (per dataset, over the items the debate decided):
   mended to agree with their verdict.
 
 Only the words an agent wrote count: the fixed phrases the report adds around a reply (see
-``halucheck.debate.agents.agent_words``) are left out, so two Leaders siding with the same agent are not
+``halucheck.verifiers.debate.agents.agent_words``) are left out, so two Leaders siding with the same agent are not
 a copy.
 """
 
@@ -26,7 +26,7 @@ from __future__ import annotations
 import re
 from typing import Mapping, Sequence
 
-from halucheck.debate.agents import agent_words
+from halucheck.verifiers.debate.agents import agent_words
 
 COPY_NGRAM = 4
 COPY_SHARE = 0.6

@@ -21,7 +21,7 @@ Per set (name: source file, unit, evidence, label mapping):
   evaluate: they are scored as missing.
 - ``factool-math-response``: same file, one item per response (100); response ``label: false`` ->
   hallucinated. The item is the response text alone: a verifier must find the calculations itself. FacTool
-  has a model extract them from the response; ``arith`` uses :func:`halucheck.arith.find_calculations`, a
+  has a model extract them from the response; ``arith`` uses :func:`halucheck.verifiers.tools.arith.find_calculations`, a
   deterministic finder, as the extractor (``scripts/math_finder_recall.py`` measures how many labelled
   calculations it recovers). The labelled calculations stay in ``meta["calculations"]``.
 - ``factool-sci``: ``factool/scientific.jsonl``, one item per human-labelled citation (186 in 100
@@ -37,13 +37,13 @@ Per set (name: source file, unit, evidence, label mapping):
   hallucinated (a response is hallucinated when any of its citations is). The item's text is the
   response; its labelled citations go along in ``meta["citations"]`` (title, authors, year), which the
   ``citation`` verifier checks, so extraction is given, not measured (its finder,
-  :func:`halucheck.citations.find_citations`, recovers 158 of the 186 labelled titles from the response
+  :func:`halucheck.verifiers.tools.citations.find_citations`, recovers 158 of the 186 labelled titles from the response
   texts; the rest are title-less ``(Devlin et al., 2018)`` citations, or none at all).
 - ``factool-code``: ``factool/code.jsonl``, one item per HumanEval answer (164); claim = the answer's code,
   question = the HumanEval prompt (signature and docstring), ``meta["entry_point"]`` the function to test,
   for the ``code`` verifier; no evidence (the code is run); response ``label: false`` -> hallucinated. An
   answer that does not define the entry point itself (a bare function body, or only a helper) is prefixed
-  with the prompt (:func:`halucheck.codecheck.program_of`), so the claim is the program that runs; the
+  with the prompt (:func:`halucheck.verifiers.tools.code.program_of`), so the claim is the program that runs; the
   answer as written stays in ``meta["response"]`` when it differs.
 - ``factcheck-gpt``: ``factcheck-gpt/subtasks/subtask4_claim_factuality.jsonl`` (661 claims); evidence
   = the claim's own 5 retrieved passages from ``subtask3_claim_evidence_stance.jsonl`` (joined on the
@@ -93,7 +93,7 @@ from halucheck.config import env
 from halucheck.errors import InputError
 
 if TYPE_CHECKING:
-    from halucheck.citations import Bibliography
+    from halucheck.verifiers.tools.citations import Bibliography
 
 ENV_VAR = "HALUCHECK_DATASETS"
 SPLITS = ("dev", "test", "all")
@@ -295,7 +295,7 @@ def _sci_response_meta(r: dict) -> dict:
 
 
 def _factool_code(root: Path) -> Iterator[EvalItem]:
-    from halucheck.codecheck import program_of
+    from halucheck.verifiers.tools.code import program_of
 
     for pos, r in enumerate(_jsonl(_folder(root, "factool") / "code.jsonl")):
         code = program_of(r["prompt"], r["response"], r["entry_point"])
@@ -317,7 +317,7 @@ def factool_sci_bibliography(root: str | os.PathLike | None = None) -> "Bibliogr
     true (real and correct), of all splits, once each (same title, authors and year). It holds every
     true citation by construction, so an eval with it measures matching, not discovery (see the module
     docstring)."""
-    from halucheck.citations import Bibliography, Work, split_authors
+    from halucheck.verifiers.tools.citations import Bibliography, Work, split_authors
 
     base = dataset_root(root)
     works: list[Work] = []

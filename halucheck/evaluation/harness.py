@@ -83,7 +83,7 @@ class Meter:
 def _install_cache(engines: "EnginePool", path: Path):
     """Wrap every engine the pool creates in a reply cache stored at ``path``; returns the store."""
     from halucheck.engines.cache import CachingEngine
-    from halucheck.runstore import RunStore
+    from halucheck.store.runstore import RunStore
 
     store = RunStore(path)
     engines.add_wrapper(lambda engine: CachingEngine(engine, store))
@@ -168,7 +168,7 @@ def run_eval(
     (:mod:`halucheck.evaluation.userdata`), scored after the named sets as datasets of their own; they
     are not split, and their ``limit`` was applied when they were read. ``datasets`` may then be empty.
     ``skip``: leave out the first ``skip`` items of each named set's split (items a run before has seen).
-    ``calibration``: which calibrator's effect to report (:func:`halucheck.calibration.resolve`: None the
+    ``calibration``: which calibrator's effect to report (:func:`halucheck.verifiers.calibration.resolve`: None the
     stored unnamed one, else a name or a file); False none (a run that fits one).
     """
     log = log or (lambda _m: None)
@@ -181,7 +181,7 @@ def run_eval(
     items += [it for d in data for it in d.items]
     names = [*datasets, *(d.name for d in data)]
     shown = [replace(it, evidence=select_evidence(it.claim, it.evidence, max_evidence)) for it in items]
-    from halucheck import calibration as calibration_module
+    from halucheck.verifiers import calibration as calibration_module
 
     meter = Meter()
     profile = store = engines = None
@@ -257,7 +257,7 @@ def dataset_bibliography(datasets: Sequence[str], verifier: str, options: Verifi
     makers = list(dict.fromkeys(BIBLIOGRAPHIES[d] for d in datasets if d in BIBLIOGRAPHIES))
     if not makers:
         return options
-    from halucheck.citations import write_csl_json
+    from halucheck.verifiers.tools.citations import write_csl_json
 
     works = [w for make in makers for w in make(None)]
     path = write_csl_json(works, out / BIBLIOGRAPHY_FILE)
@@ -273,7 +273,7 @@ def calibration_report(cal, verifier: str, profile, items: Sequence[EvalItem], p
     and profile (`halucheck calibrate`; None: "uncalibrated"; read from ``path``), with bootstrap intervals
     (:func:`~halucheck.evaluation.metrics.calibration_effect`; HaluEval QA also gets its length-matched
     AUROC), and ``reliability.svg`` in ``out``."""
-    from halucheck import calibration
+    from halucheck.verifiers import calibration
 
     scored = [(p.score, it) for p, it in zip(preds, items) if p.score is not None]
     raw = [s for s, _ in scored]

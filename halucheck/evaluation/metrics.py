@@ -15,7 +15,7 @@ Conventions:
   This is the binary (positive-class reliability) ECE, not the top-label one.
 - Brier: mean squared difference between the score and the 0/1 label.
 
-ECE and Brier are those of :mod:`halucheck.calibration` (one definition for evaluation and calibration).
+ECE and Brier are those of :mod:`halucheck.verifiers.calibration` (one definition for evaluation and calibration).
 
 Confidence intervals are percentile bootstrap intervals (default 1,000 resamples, 95 %, fixed
 seed). When ``groups`` are given, whole groups (a response and all of its claims) are resampled, so
@@ -34,7 +34,7 @@ import numpy as np
 from scipy.stats import rankdata
 from sklearn import metrics as skm
 
-from halucheck.calibration import ECE_BINS, brier_score, ece_if_calibrated, expected_calibration_error
+from halucheck.verifiers.calibration import ECE_BINS, brier_score, ece_if_calibrated, expected_calibration_error
 
 N_BOOT = 1000
 SEED = 0
@@ -297,7 +297,7 @@ def calibration_effect(
     ties, which can move it either way, which is why AUROC is reported on both sides.
 
     ``ece_if_calibrated`` holds, per side, what ECE calibrated scores would show on these items
-    (:func:`~halucheck.calibration.ece_if_calibrated`: ``mean``, ``p95``, ``p_value``): on a few dozen
+    (:func:`~halucheck.verifiers.calibration.ece_if_calibrated`: ``mean``, ``p95``, ``p_value``): on a few dozen
     items even a perfect map shows an ECE near 0.1, and this says whether the measured one is more.
 
     Returns ``{"n", "before": {name: cell}, "after": {name: cell}, "ece_if_calibrated": {"before",

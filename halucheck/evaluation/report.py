@@ -39,7 +39,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from halucheck.calibration import json_safe
+from halucheck.verifiers.calibration import json_safe
 from halucheck.errors import InputError
 from halucheck.evaluation.datasets import EvalItem
 from halucheck.evaluation.chains import chain_stats
@@ -324,7 +324,7 @@ def _calibration_table(runs: list[tuple[str | os.PathLike, Mapping]]) -> list[st
 
 
 def _if_calibrated(c: Mapping | None) -> str:
-    """``mean (95 %: p95), p = ...`` of :func:`~halucheck.calibration.ece_if_calibrated`; ``–`` when absent."""
+    """``mean (95 %: p95), p = ...`` of :func:`~halucheck.verifiers.calibration.ece_if_calibrated`; ``–`` when absent."""
     if not c or c.get("mean") is None:
         return "–"
     p = c.get("p_value")

@@ -1,6 +1,6 @@
 """The verifiers as ``halucheck eval`` uses them: labelled items in, one :class:`Prediction` per item out.
 
-The verifiers themselves are ``halucheck.verify``'s (the same ones ``halucheck run`` uses, by the same
+The verifiers themselves are ``halucheck.verifiers.base``'s (the same ones ``halucheck run`` uses, by the same
 names, cascades included). This module only adapts: an :class:`EvalItem` becomes a
 :class:`~halucheck.records.Check` (:func:`check_of`) and a Verdict becomes a Prediction
 (:func:`prediction_of`): ``prediction`` True when the verdict says not factual, ``score`` its
@@ -14,10 +14,10 @@ from typing import TYPE_CHECKING, Sequence
 
 from halucheck.evaluation.datasets import EvalItem
 from halucheck.evaluation.report import Prediction
-from halucheck.judges import consistency_score, likert_score
+from halucheck.verifiers.judges import consistency_score, likert_score
 from halucheck.records import Check, Claim, Evidence, Verdict
-from halucheck.scoring import clamp01, decision_score, value_token_prob
-from halucheck.verify import Verifier, VerifierOptions, available, register
+from halucheck.verifiers.scoring import clamp01, decision_score, value_token_prob
+from halucheck.verifiers.base import Verifier, VerifierOptions, available, register
 
 if TYPE_CHECKING:
     from halucheck.config import Settings
@@ -79,7 +79,7 @@ class EvalVerifier:
 
 def get_verifier(name: str, options: VerifierOptions | None = None) -> EvalVerifier:
     """The verifier (or cascade ``a,b``) registered as ``name``; a ConfigError with a suggestion otherwise."""
-    from halucheck.verify import get_verifier as get
+    from halucheck.verifiers.base import get_verifier as get
 
     return EvalVerifier(get(name, options))
 

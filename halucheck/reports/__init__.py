@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, TypedDict
 
 if TYPE_CHECKING:
-    from halucheck.runstore import RunStore
+    from halucheck.store.runstore import RunStore
 
 
 class EvidenceJSON(TypedDict, total=False):
@@ -89,7 +89,7 @@ TOOL_CHECKS = ("arith", "citation", "source")  # deterministic checkers: their P
 
 def run_calibrator(store: "RunStore"):
     """The calibrator the run was made with (kept in its database), or None: uncalibrated."""
-    from halucheck.calibration import Calibrator
+    from halucheck.verifiers.calibration import Calibrator
 
     raw = store.get_meta("calibrator")
     return Calibrator.from_json(raw) if raw else None
@@ -98,7 +98,7 @@ def run_calibrator(store: "RunStore"):
 def build_results(store: "RunStore") -> list[ResultJSON]:
     """One result per input line, in input order: checked items and lines that could not be read."""
     from halucheck import coverage
-    from halucheck.calibration import calibrated_fields
+    from halucheck.verifiers.calibration import calibrated_fields
     from halucheck.records import Verdict
 
     cal = run_calibrator(store)
@@ -171,7 +171,7 @@ def build_results(store: "RunStore") -> list[ResultJSON]:
 def cited(evidence: list, chain: list) -> list[EvidenceJSON]:
     """The claim's passages, each with the number of debate turns that cited it (a grounded turn's
     opinion closes with "(passages [1], [3])", debate/agents.py): what the agents found decisive."""
-    from halucheck.debate.agents import cited_passages
+    from halucheck.verifiers.debate.agents import cited_passages
 
     counts: Counter = Counter()
     for t in chain:
@@ -260,7 +260,7 @@ def summarize(results: list[ResultJSON], store: "RunStore", since=None) -> dict:
 
 
 def _calibration_line(store: "RunStore") -> str:
-    from halucheck.calibration import describe
+    from halucheck.verifiers.calibration import describe
 
     return describe(run_calibrator(store))
 

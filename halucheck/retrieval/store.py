@@ -1,6 +1,6 @@
 """The index's DuckDB file: files, documents, chunks and embeddings, with named, ordered migrations.
 
-Schema changes are appended to ``MIGRATIONS`` (never edited) and applied by :mod:`halucheck.migrations`;
+Schema changes are appended to ``MIGRATIONS`` (never edited) and applied by :mod:`halucheck.store.migrations`;
 each applied one is recorded in ``index_migrations``, so opening an older file upgrades it in place.
 """
 
@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from halucheck import migrations
+from halucheck.store import migrations
 from halucheck.errors import InputError
 
 MIGRATIONS: list[tuple[str, str]] = [

@@ -16,7 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from halucheck.engines.base import Request, Result, SamplingParams
 from halucheck.prompts import load as load_prompts
 from halucheck.records import Claim, Evidence, Role, State, Turn
-from halucheck.scoring import decision_score, value_token_prob
+from halucheck.verifiers.scoring import decision_score, value_token_prob
 
 if TYPE_CHECKING:
     from halucheck.engines.base import Engine

@@ -80,7 +80,7 @@ Where this departs from the paper, and why:
   50 % would mean the other answer, and small models otherwise confuse "how sure I am" with "how likely
   the text is true". For the first answers the paper's open-model route is used as well: with logprobs,
   the probability of the ``factuality`` token the agent chose (at least 0.5, see
-  :func:`~halucheck.scoring.decision_score`) stands for the sequence probability, and the confidence is
+  :func:`~halucheck.verifiers.scoring.decision_score`) stands for the sequence probability, and the confidence is
   the higher of the two, as the released code takes the higher of the verbalised and the sequence-based
   confidence (there per stance, here per agent). The final confidences are verbalised only, as in the
   paper.
@@ -95,13 +95,13 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Literal, Sequence
 
 
-from halucheck.debate.agents import quotable
+from halucheck.verifiers.debate.agents import quotable
 from halucheck.engines.base import Request, Result, SamplingParams
-from halucheck.judges import Reason, StrictReply, read_reply
+from halucheck.verifiers.judges import Reason, StrictReply, read_reply
 from halucheck.prompts import load as load_prompts
 from halucheck.records import Check, Turn, Verdict
-from halucheck.scoring import clamp01, value_token_prob
-from halucheck.verify import Cost, Verifier
+from halucheck.verifiers.scoring import clamp01, value_token_prob
+from halucheck.verifiers.base import Cost, Verifier
 
 if TYPE_CHECKING:
     from halucheck.engines.pool import EnginePool

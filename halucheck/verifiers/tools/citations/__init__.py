@@ -67,7 +67,7 @@ from typing import Iterable, Literal, Sequence
 
 from halucheck.errors import ConfigError, InputError
 from halucheck.records import Check, Turn, Verdict
-from halucheck.verify import Cost, Verifier, failed_verdict
+from halucheck.verifiers.base import Cost, Verifier, failed_verdict
 
 # A cited title matches a record when their folded forms have a SequenceMatcher ratio of at least this.
 # Why 0.90: folding already removes case, punctuation, diacritics and spacing, so what is left for the ratio

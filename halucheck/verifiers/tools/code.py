@@ -9,7 +9,7 @@ signature with its docstring, as in HumanEval, or a description). :class:`CodeCh
    :func:`ast.literal_eval` only) and :attr:`CodeCheck.solutions` independent solutions (one sampled
    request each, a seed apiece, reply ``{"code": "<source>"}``). Identical requests (answers to the same
    task) are sent once.
-2. **Execution**: the answer and every solution run in the sandbox (:func:`halucheck.sandbox.run_python`),
+2. **Execution**: the answer and every solution run in the sandbox (:func:`halucheck.verifiers.tools.sandbox.run_python`),
    one run per program with all inputs. The program run there is the fixed :data:`HARNESS`; the task, the
    code and the inputs reach it as JSON on its stdin and are compiled and called only inside the sandbox.
    Nothing the model or the answer wrote is ever executed in this process (here it is only parsed with
@@ -61,12 +61,12 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Sequence
 
-from halucheck import sandbox
+from halucheck.verifiers.tools import sandbox
 from halucheck.engines.base import Request, Result, SamplingParams
 from halucheck.errors import ConfigError
 from halucheck.prompts import load as load_prompts
 from halucheck.records import Check, Turn, Verdict
-from halucheck.verify import Cost, Verifier, failed_verdict
+from halucheck.verifiers.base import Cost, Verifier, failed_verdict
 
 if TYPE_CHECKING:
     from halucheck.engines.pool import EnginePool

@@ -14,8 +14,8 @@ from typing import Sequence
 
 from halucheck.errors import ConfigError, InputError
 from halucheck.records import Turn, Verdict
-from halucheck.scoring import clamp01
-from halucheck.verify import Cost, Verifier, failed_verdict, verdict_from_score
+from halucheck.verifiers.scoring import clamp01
+from halucheck.verifiers.base import Cost, Verifier, failed_verdict, verdict_from_score
 
 THRESHOLD = 0.5
 NO_NLI_MODEL = (

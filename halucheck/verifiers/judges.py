@@ -6,7 +6,7 @@ turn (its reasoning); they do not rate severity (``error_severity`` None). Score
 
 - ``selfcheck``: the paper's Self-Check (0): zero-shot ``{"reasoning", "factuality"}``; from the
   probability p of the ``factuality`` token the model chose, when the engine returns logprobs:
-  max(0.5, p) if it chose false, 1 - max(0.5, p) if true (:func:`~halucheck.scoring.decision_score`);
+  max(0.5, p) if it chose false, 1 - max(0.5, p) if true (:func:`~halucheck.verifiers.scoring.decision_score`);
   else 0/1. ``selfcheck-3shot``: the same with three worked examples as earlier chat turns.
 - ``judge-likert``: LLM-as-a-judge, 5-point Likert confidence that the text is accurate (Cleanlab
   benchmark prompt): (5 - likert) / 4. ``prometheus``: Prometheus-2 style 1-5 factual-accuracy rubric,
@@ -32,8 +32,8 @@ from pydantic import BaseModel, ConfigDict, Field
 from halucheck.engines.base import Request, Result, SamplingParams
 from halucheck.prompts import load as load_prompts
 from halucheck.records import Check, Turn, Verdict
-from halucheck.scoring import clamp01, decision_score, value_token_prob
-from halucheck.verify import Cost, Verifier, failed_verdict, verdict_from_score
+from halucheck.verifiers.scoring import clamp01, decision_score, value_token_prob
+from halucheck.verifiers.base import Cost, Verifier, failed_verdict, verdict_from_score
 
 if TYPE_CHECKING:
     from halucheck.engines.pool import EnginePool

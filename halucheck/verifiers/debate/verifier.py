@@ -1,15 +1,15 @@
 """``debate``: the Markov-chain multi-agent debate as a verifier, every claim's debate in flight at once.
 
 The verdict is the last Leader's; P(hallucinated) pools every valid turn's factuality-token probability
-over the chain (``halucheck.scoring.pool``); the trace is the whole chain.
+over the chain (``halucheck.verifiers.scoring.pool``); the trace is the whole chain.
 """
 
 from __future__ import annotations
 
-from halucheck.debate.agents import Agents
-from halucheck.debate.scheduler import Scheduler
+from halucheck.verifiers.debate.agents import Agents
+from halucheck.verifiers.debate.scheduler import Scheduler
 from halucheck.records import Verdict
-from halucheck.verify import Cost, Verifier
+from halucheck.verifiers.base import Cost, Verifier
 
 
 class DebateVerifier(Verifier):

@@ -31,7 +31,7 @@ from fractions import Fraction
 from typing import Callable, Sequence
 
 from halucheck.records import Check, Turn, Verdict
-from halucheck.verify import Cost, Verifier, failed_verdict
+from halucheck.verifiers.base import Cost, Verifier, failed_verdict
 
 MAX_LENGTH = 500  # characters of an expression or a claimed result, as written
 MAX_OPERATIONS_IN_TEXT = 30  # operators in one expression that find_calculations takes

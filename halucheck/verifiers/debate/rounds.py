@@ -15,10 +15,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Generator, Sequence
 
-from halucheck.debate.agents import PROMPT_SETS, AgentCall
+from halucheck.verifiers.debate.agents import PROMPT_SETS, AgentCall
 from halucheck.errors import ConfigError
 from halucheck.records import Claim, Evidence, State, Turn, Verdict
-from halucheck.scoring import pool
+from halucheck.verifiers.scoring import pool
 
 # Policy -> (next state when R is True, next state when R is False). Paper Table 4; default True->Skeptic.
 POLICIES: dict[str, tuple[State, State]] = {

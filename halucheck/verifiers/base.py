@@ -8,10 +8,10 @@ always sees a full batch, and the run's reply cache and the eval's meter see eve
 
 Registry (name: module; ``halucheck eval --verifier`` and ``halucheck run --verifier`` take the same names):
 
-- ``debate`` (default): the Markov-chain multi-agent debate (``halucheck.debate.verifier``).
+- ``debate`` (default): the Markov-chain multi-agent debate (``halucheck.verifiers.debate.verifier``).
 - ``selfcheck``, ``selfcheck-3shot``, ``judge-likert``, ``prometheus``, ``lynx``, ``consistency``:
-  single-agent judges on the ``initial`` role's profile (``halucheck.judges``).
-- ``nli``: a local CrossEncoder NLI model, no LLM (``halucheck.nli``).
+  single-agent judges on the ``initial`` role's profile (``halucheck.verifiers.judges``).
+- ``nli``: a local CrossEncoder NLI model, no LLM (``halucheck.verifiers.nli``).
 
 A **cascade** (``"selfcheck,debate"``) runs its first verifier on every claim and sends on to the next
 only the claims it is unsure of: no valid verdict, or P(hallucinated) inside the band ``[lo, hi]``. The
@@ -27,7 +27,7 @@ import uuid
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Callable, Sequence
 
-from halucheck.debate.rounds import DebateConfig
+from halucheck.verifiers.debate.rounds import DebateConfig
 from halucheck.errors import ConfigError
 from halucheck.records import Check, Verdict
 
@@ -194,7 +194,7 @@ class Routed(Verifier):
     """Claims of a tool-checkable kind go to their checker (:data:`CHECKERS`), every other claim to ``main``:
     a calculation is evaluated, never judged by a model; code is run against independent solutions in the
     sandbox (where there is none, with a note, to ``main``); a corpus document named as the answer's source
-    is looked up in the corpus (``halucheck.sources``). Citations go to their checker only with a
+    is looked up in the corpus (``halucheck.verifiers.tools.sources``). Citations go to their checker only with a
     bibliography (``--bibliography``); without one they go to ``main`` too."""
 
     # claim kind -> (its checker, the option it needs; without it those claims go to ``main``)
@@ -258,19 +258,19 @@ class Routed(Verifier):
 
 # name -> "module:Class" (imported when used) or a factory taking VerifierOptions (registered at run time)
 _REGISTRY: dict[str, str | Callable[[VerifierOptions], Verifier]] = {
-    "debate": "halucheck.debate.verifier:DebateVerifier",
-    "selfcheck": "halucheck.judges:SelfCheck",
-    "selfcheck-3shot": "halucheck.judges:SelfCheck3Shot",
-    "judge-likert": "halucheck.judges:JudgeLikert",
-    "prometheus": "halucheck.judges:Prometheus",
-    "lynx": "halucheck.judges:Lynx",
-    "consistency": "halucheck.judges:Consistency",
-    "collab-cal": "halucheck.collab:CollabCal",
-    "nli": "halucheck.nli:NLI",
-    "arith": "halucheck.arith:ArithVerifier",
-    "citation": "halucheck.citations:CitationVerifier",
-    "code": "halucheck.codecheck:CodeCheck",
-    "source": "halucheck.sources:SourceVerifier",
+    "debate": "halucheck.verifiers.debate.verifier:DebateVerifier",
+    "selfcheck": "halucheck.verifiers.judges:SelfCheck",
+    "selfcheck-3shot": "halucheck.verifiers.judges:SelfCheck3Shot",
+    "judge-likert": "halucheck.verifiers.judges:JudgeLikert",
+    "prometheus": "halucheck.verifiers.judges:Prometheus",
+    "lynx": "halucheck.verifiers.judges:Lynx",
+    "consistency": "halucheck.verifiers.judges:Consistency",
+    "collab-cal": "halucheck.verifiers.collab:CollabCal",
+    "nli": "halucheck.verifiers.nli:NLI",
+    "arith": "halucheck.verifiers.tools.arith:ArithVerifier",
+    "citation": "halucheck.verifiers.tools.citations:CitationVerifier",
+    "code": "halucheck.verifiers.tools.code:CodeCheck",
+    "source": "halucheck.verifiers.tools.sources:SourceVerifier",
 }
 
 

@@ -24,8 +24,8 @@ from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from typing import Callable, Generator, Sequence
 
-from halucheck.debate.agents import AgentCall, Agents, turn_from_result
-from halucheck.debate.rounds import DebateConfig, debate
+from halucheck.verifiers.debate.agents import AgentCall, Agents, turn_from_result
+from halucheck.verifiers.debate.rounds import DebateConfig, debate
 from halucheck.records import Check, Claim, Evidence, Turn, Verdict
 
 # Debates kept in flight per batch slot of a batch engine. With one batch's worth, debates that finish

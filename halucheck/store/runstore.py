@@ -8,7 +8,7 @@ Failed work is stored as failed, never as done: an item whose claim extraction f
 valid verdict (or with a failed turn) is debated again. Errors are replaced when the work is retried, so
 the reports show only the failures that still stand.
 
-Schema changes are named, ordered migrations (``MIGRATIONS``, applied by :mod:`halucheck.migrations`)
+Schema changes are named, ordered migrations (``MIGRATIONS``, applied by :mod:`halucheck.store.migrations`)
 recorded in the ``migrations`` table.
 """
 
@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 from typing import Iterable
 
-from halucheck import migrations
+from halucheck.store import migrations
 from halucheck.errors import HalucheckError
 from halucheck.records import Evidence, Turn, Verdict
 

@@ -24,7 +24,7 @@ from pathlib import PurePath
 from typing import Iterable, Sequence
 
 from halucheck.records import Check, Turn, Verdict
-from halucheck.verify import Cost, Verifier, failed_verdict
+from halucheck.verifiers.base import Cost, Verifier, failed_verdict
 
 # the ingester's file types (halucheck.ingest.SUPPORTED_SUFFIXES), as a regex alternative
 _EXTENSIONS = r"md|markdown|txt|html?|pdf|docx|jsonl"

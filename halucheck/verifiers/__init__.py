@@ -1,0 +1,1 @@
+"""Verifiers: claims with their evidence in, one verdict per claim out."""
