@@ -276,7 +276,7 @@ def run(
         from halucheck.verifiers.debate import DebateConfig
         from halucheck.config import nli_model_path
         from halucheck.pipeline import Pipeline, RunOptions
-        from halucheck.verifiers.base import DEFAULT_BAND, parse_band
+        from halucheck.config import DEFAULT_BAND, parse_band
 
         if subjective_filter not in ("auto", "on", "off"):
             raise HalucheckError(f"--filter must be auto, on or off, not {subjective_filter!r}")
@@ -476,7 +476,7 @@ def eval_cmd(
         from halucheck.config import nli_model_path
         from halucheck.evaluation.harness import default_out, run_eval
         from halucheck.evaluation.verifiers import VerifierOptions, get_verifier
-        from halucheck.verifiers.base import DEFAULT_BAND, parse_band
+        from halucheck.config import DEFAULT_BAND, parse_band
 
         options = VerifierOptions(
             debate=DebateConfig(policy=policy, min_rounds=min_rounds, max_rounds=max_rounds, prompts=prompts),
@@ -579,7 +579,7 @@ def calibrate_cmd(
         from halucheck.evaluation.harness import default_out, run_eval
         from halucheck.evaluation.userdata import load_user_data
         from halucheck.evaluation.verifiers import VerifierOptions, get_verifier
-        from halucheck.verifiers.base import DEFAULT_BAND, parse_band
+        from halucheck.config import DEFAULT_BAND, parse_band
 
         if not dataset and not data:
             raise HalucheckError("give labelled data to fit on: --dataset NAME (its dev split) or --data FILE")

@@ -6,8 +6,10 @@ read here, through :func:`env` (the list is :data:`ENV_VARS`); other modules ask
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -81,7 +83,6 @@ def index_path(corpus: str | os.PathLike | None = None, flag: str | os.PathLike 
     the ``--db``/``--index`` flag, else ``$HALUCHECK_INDEX``, else one file per corpus folder in the user
     cache (``indexes/<folder name>-<hash of its absolute path>.duckdb``: the corpus itself may be read-only).
     Without a corpus (``search``), the one index in the cache; a ConfigError when there are none or several."""
-    import hashlib
 
     if flag:
         return Path(flag)
@@ -265,3 +266,122 @@ def parse_role_overrides(values: list[str] | None) -> dict[str, str]:
             raise ConfigError(f"--role expects ROLE=PROFILE (e.g. --role skeptic=cpu-1.5b), got {v!r}")
         out[role.strip()] = prof.strip()
     return out
+
+
+# ---------------------------------------------------------------- what a check is run with, defaults once
+
+EVIDENCE_K = 10
+"""Evidence passages per claim: what retrieval returns (``run --top-k``, ``eval --top-k``), what every
+verifier's prompt shows and the passage numbers a reply schema lets an agent cite."""
+
+DEFAULT_VERIFIER = "debate"
+"""What ``run``, ``check`` and ``eval`` verify with when no ``--verifier`` is given."""
+
+DEBATE_POLICIES = ("true-skeptic", "true-trust", "always-trust", "always-skeptic")
+"""The debate's transition policies (``halucheck.verifiers.debate.rounds.POLICIES`` maps each to its states)."""
+PROMPT_SETS = ("grounded", "paper")
+"""The debate's prompt sets: ``grounded`` (default) or ``paper`` (the paper's own texts)."""
+
+DEFAULT_BAND = (0.0, 0.5)
+"""A cascade's default band on P(hallucinated): claims the first verifier scores inside it go on. Chosen on
+the dev split (first 10 items of Factcheck-GPT and WiCE, 1.5B) by replaying selfcheck's and the debate's
+replies for the bands 0.2-0.8 ... 0-1 (docs/eval-comparison.md): the 1.5B's selfcheck puts 18 of 20
+P(hallucinated) below 0.02 or above 0.97, so a middle band sends almost nothing on (0.2-0.8: 1 of 20,
+selfcheck's accuracy). Sending on what selfcheck finds factual (0-0.5) matched the debate's balanced
+accuracy (0.566) with 79 calls instead of 143, and had the best AUROC (0.648 vs 0.560 and 0.637)."""
+
+
+@dataclass(frozen=True)
+class DebateConfig:
+    """``min_rounds``/``max_rounds`` count states after S0; ``max_rounds=0`` is the initial agent alone.
+    ``prompts``: the agents' prompt set (:data:`PROMPT_SETS`)."""
+
+    policy: str = "true-skeptic"
+    min_rounds: int = 2
+    max_rounds: int = 4
+    prompts: str = "grounded"
+
+    def __post_init__(self) -> None:
+        if self.policy not in DEBATE_POLICIES:
+            raise ConfigError(f"unknown policy {self.policy!r}; choose one of: {', '.join(DEBATE_POLICIES)}")
+        if self.prompts not in PROMPT_SETS:
+            raise ConfigError(f"unknown prompt set {self.prompts!r}; choose one of: {', '.join(PROMPT_SETS)}")
+        if not 0 <= self.min_rounds <= self.max_rounds:
+            raise ConfigError(
+                f"need 0 <= min_rounds <= max_rounds, got min_rounds={self.min_rounds}, "
+                f"max_rounds={self.max_rounds}; raise --max-rounds or lower --min-rounds"
+            )
+
+
+@dataclass(frozen=True)
+class VerifierOptions:
+    """Settings the verifiers share: the debate's configuration, the consistency verifier's samples,
+    the judges' reply budget, the NLI model folder and a cascade's band."""
+
+    debate: DebateConfig = field(default_factory=DebateConfig)
+    samples: int = 3  # sampled verdicts for ``consistency``
+    sample_temperature: float = 0.7
+    seed: int = 0
+    max_tokens: int = 256
+    nli_model: str | None = None
+    band: tuple[float, float] = DEFAULT_BAND
+    bibliography: str | None = None  # ``citation``: a BibTeX, CSL-JSON or CSV file of the works that exist
+
+
+def parse_band(text: str) -> tuple[float, float]:
+    """``"0,0.5"`` -> (0.0, 0.5); a ConfigError saying the expected form otherwise (the range is checked
+    by the cascade)."""
+    try:
+        lo, hi = (float(x) for x in text.split(","))
+    except ValueError:
+        raise ConfigError(f"--band {text!r}: give LO,HI, two probabilities such as 0,0.5") from None
+    return lo, hi
+
+
+@dataclass
+class RunOptions:
+    """Everything that determines a run's results (and so must match to resume it), plus how failed
+    work is retried within one run (which does not change results, so is not fingerprinted)."""
+
+    input: Path
+    out: Path
+    corpus: Path | None = None
+    index: Path | None = None
+    use_context: bool = True
+    subjective_filter: str = "auto"  # auto | on | off
+    top_k: int = EVIDENCE_K  # evidence passages per claim
+    max_claims: int = 64
+    debate: DebateConfig = field(default_factory=DebateConfig)
+    verifier: str = DEFAULT_VERIFIER  # a registered verifier, or a cascade such as "selfcheck,debate"
+    band: tuple[float, float] = DEFAULT_BAND  # a cascade's uncertainty band on P(hallucinated)
+    nli_model: str | None = None
+    bibliography: Path | None = None  # the works that exist: citations are checked against it
+    calibration: str | None = None  # a named or file calibrator (None: the stored default); not fingerprinted:
+    #                                 it changes the reports, not the verdicts
+    batch_items: int = 256  # answers per claims-stage batch (its results are one transaction)
+    retries: int = 2  # passes over failed work after the first, within one run
+    retry_backoff_s: float = 2.0  # wait before the first retry pass; doubles for each further pass
+
+    def fingerprint(self, settings: Settings, input_bytes: bytes) -> str:
+        # engine-only options (timeouts, concurrency, attempts, URLs) are left out: changing them must
+        # not block a resume, and a run interrupted by a timeout is resumed with a longer one
+        profiles = {r: settings.profile_for(r).result_settings() for r in ROLES}
+        payload = {
+            "input_sha256": hashlib.sha256(input_bytes).hexdigest(),
+            "corpus": str(self.corpus.resolve()) if self.corpus else None,
+            "use_context": self.use_context, "filter": self.subjective_filter, "top_k": self.top_k,
+            "max_claims": self.max_claims, "debate": asdict(self.debate), "profiles": profiles,
+            **({"verifier": self.verifier, "band": list(self.band) if "," in self.verifier else None}
+               if self.verifier != "debate" else {}),
+            **({"bibliography": _file_identity(self.bibliography)} if self.bibliography else {}),
+            "role_sampling": settings.role_sampling,
+        }
+        return hashlib.sha256(json.dumps(payload, sort_keys=True, default=str).encode()).hexdigest()
+
+
+def _file_identity(path: Path) -> str:
+    """A file's content hash (so an edited bibliography makes another run, a moved one does not)."""
+    try:
+        return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+    except OSError:
+        return str(path)  # the verifier reports the missing file

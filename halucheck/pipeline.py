@@ -8,65 +8,21 @@ only what failed: failed work is never stored as done.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
 from halucheck import claims as claim_stages
-from halucheck.config import Settings, index_path
-from halucheck.verifiers.debate import DebateConfig
+from halucheck.config import RunOptions, Settings, VerifierOptions, index_path
 from halucheck.engines.cache import CachingEngine
 from halucheck.engines.pool import EnginePool
 from halucheck.errors import InputError
 from halucheck.inputs import Item, read_input_bytes, read_items, truncation_point
 from halucheck.records import Check, Claim, Evidence
 from halucheck.store.runstore import RunStore
-from halucheck.verifiers.base import DEFAULT_BAND, Routed, VerifierOptions, get_verifier
-
-
-@dataclass
-class RunOptions:
-    """Everything that determines a run's results (and so must match to resume it), plus how failed
-    work is retried within one run (which does not change results, so is not fingerprinted)."""
-
-    input: Path
-    out: Path
-    corpus: Path | None = None
-    index: Path | None = None
-    use_context: bool = True
-    subjective_filter: str = "auto"  # auto | on | off
-    top_k: int = 10
-    max_claims: int = 64
-    debate: DebateConfig = field(default_factory=DebateConfig)
-    verifier: str = "debate"  # a registered verifier, or a cascade such as "selfcheck,debate"
-    band: tuple[float, float] = DEFAULT_BAND  # a cascade's uncertainty band on P(hallucinated)
-    nli_model: str | None = None
-    bibliography: Path | None = None  # the works that exist: citations are checked against it
-    calibration: str | None = None  # a named or file calibrator (None: the stored default); not fingerprinted:
-    #                                 it changes the reports, not the verdicts
-    batch_items: int = 256  # answers per claims-stage batch (its results are one transaction)
-    retries: int = 2  # passes over failed work after the first, within one run
-    retry_backoff_s: float = 2.0  # wait before the first retry pass; doubles for each further pass
-
-    def fingerprint(self, settings: Settings, input_bytes: bytes) -> str:
-        # engine-only options (timeouts, concurrency, attempts, URLs) are left out: changing them must
-        # not block a resume, and a run interrupted by a timeout is resumed with a longer one
-        profiles = {r: settings.profile_for(r).result_settings() for r in ("initial", "trust", "skeptic", "leader",
-                                                                            "filter", "extractor", "query")}
-        payload = {
-            "input_sha256": hashlib.sha256(input_bytes).hexdigest(),
-            "corpus": str(self.corpus.resolve()) if self.corpus else None,
-            "use_context": self.use_context, "filter": self.subjective_filter, "top_k": self.top_k,
-            "max_claims": self.max_claims, "debate": asdict(self.debate), "profiles": profiles,
-            **({"verifier": self.verifier, "band": list(self.band) if "," in self.verifier else None}
-               if self.verifier != "debate" else {}),
-            **({"bibliography": _file_identity(self.bibliography)} if self.bibliography else {}),
-            "role_sampling": settings.role_sampling,
-        }
-        return hashlib.sha256(json.dumps(payload, sort_keys=True, default=str).encode()).hexdigest()
+from halucheck.verifiers import routed
 
 
 Progress = Callable[..., object]  # tqdm-like factory: progress(total=, desc=) -> bar with total, update(),
@@ -121,7 +77,7 @@ class Pipeline:
         options = VerifierOptions(debate=opts.debate, band=opts.band, nli_model=opts.nli_model,
                                   bibliography=str(opts.bibliography) if opts.bibliography else None)
         # calculations (and citations, given a bibliography) go to their tool checks, the rest to --verifier
-        self.verifier = Routed(get_verifier(opts.verifier, options), options)
+        self.verifier = routed(opts.verifier, options)
         for kind, why in self.verifier.unavailable.items():
             log(f"note: {kind} claims go to {opts.verifier}: {why}")
         self.verifier.check()  # before anything is opened or written
@@ -466,14 +422,6 @@ class Pipeline:
         flush([(name, c.llm_calls, c.prompt_tokens, c.completion_tokens, c.cached_tokens, c.wall_s, c.failed_calls)
                for name, c in self.verifier.costs.items()])
         bar.close()
-
-
-def _file_identity(path: Path) -> str:
-    """A file's content hash (so an edited bibliography makes another run, a moved one does not)."""
-    try:
-        return hashlib.sha256(Path(path).read_bytes()).hexdigest()
-    except OSError:
-        return str(path)  # the verifier reports the missing file
 
 
 def fuse(ranked_lists: list[list[Evidence]], k: int) -> list[Evidence]:

@@ -58,7 +58,7 @@ def main(argv=None) -> None:
     from halucheck.config import Settings
     from halucheck.engines.pool import EnginePool
     from halucheck.engines.prefix_cache import PrefixCache
-    from halucheck.verifiers.base import VerifierOptions, get_verifier
+    from halucheck.verifiers import VerifierOptions, get_verifier
 
     engines = EnginePool(Settings.load(args.config, profile=args.profile))
     engine = innermost(engines.engine_for("initial"))

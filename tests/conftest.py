@@ -10,14 +10,13 @@ DATASETS = Path(os.environ.get("HALUCHECK_DATASETS", REPO.parent / "shared" / "d
 @pytest.fixture(autouse=True)
 def _registries_restored():
     """Engines and verifiers a test registers are gone after it (tests register scripted fakes freely)."""
-    from halucheck import engines
-    from halucheck.verifiers import base as verify
+    from halucheck.engines import ENGINES
+    from halucheck.verifiers import VERIFIERS
 
-    saved = dict(engines._REGISTRY), dict(verify._REGISTRY)
+    saved = [(r, r.snapshot()) for r in (ENGINES, VERIFIERS)]
     yield
-    for registry, before in zip((engines._REGISTRY, verify._REGISTRY), saved):
-        registry.clear()
-        registry.update(before)
+    for registry, before in saved:
+        registry.restore(before)
 
 
 @pytest.fixture(autouse=True)

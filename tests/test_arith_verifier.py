@@ -13,7 +13,7 @@ from halucheck.cli import app
 from halucheck.evaluation import harness, load
 from halucheck.evaluation.verifiers import check_of
 from halucheck.records import Check, Claim, Verdict
-from halucheck.verifiers.base import get_verifier
+from halucheck.verifiers import get_verifier
 
 runner = CliRunner()
 

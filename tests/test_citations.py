@@ -29,7 +29,7 @@ from halucheck.cli import app
 from halucheck.errors import ConfigError, InputError
 from halucheck.evaluation import harness
 from halucheck.records import Check, Claim
-from halucheck.verifiers.base import VerifierOptions, get_verifier
+from halucheck.verifiers import VerifierOptions, get_verifier
 
 runner = CliRunner()
 

@@ -28,7 +28,7 @@ from halucheck.errors import ConfigError
 from halucheck.evaluation import DATASETS, load
 from halucheck.evaluation.verifiers import check_of
 from halucheck.records import Check, Claim
-from halucheck.verifiers.base import get_verifier
+from halucheck.verifiers import get_verifier
 
 UNAVAILABLE = sandbox.available()
 needs_sandbox = pytest.mark.skipif(UNAVAILABLE is not None, reason=f"sandbox unavailable: {UNAVAILABLE}")

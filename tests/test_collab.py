@@ -17,7 +17,7 @@ from halucheck.engines.fake import FakeEngine
 from halucheck.engines.pool import EnginePool
 from halucheck.prompts import load as load_prompts
 from halucheck.records import Check, Claim, Evidence
-from halucheck.verifiers.base import VerifierOptions, get_verifier
+from halucheck.verifiers import VerifierOptions, get_verifier
 
 runner = CliRunner()
 _names = count()

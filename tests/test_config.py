@@ -82,7 +82,7 @@ def test_unknown_role_and_bad_role_flag():
 
 def test_unknown_engine_lists_available():
     s = Settings.from_dict({"profiles": {"x": {"engine": "llamacpp"}}})
-    with pytest.raises(ConfigError, match="unknown engine 'llamacpp'.*available engines: fake"):
+    with pytest.raises(ConfigError, match="unknown engine .llamacpp.*Available: .*fake"):
         EnginePool(s).engine_for("initial")
 
 
@@ -172,7 +172,7 @@ def test_half_precision_weights_load_in_float32_where_the_cpu_has_no_native_half
     there, so the engine loads them in float32 unless models.yaml says otherwise."""
     import json
 
-    from halucheck.engines.transformers import _saved_dtype, load_dtype
+    from halucheck.engines.loading import _saved_dtype, load_dtype
 
     assert load_dtype(None, "bfloat16", native=set()) == "float32"
     assert load_dtype(None, "float16", native={"bfloat16"}) == "float32"

@@ -258,3 +258,10 @@ def test_engine_reported_failure_is_not_retried():
     engine = FakeEngine(responder=lambda r: RuntimeError("server down"))
     run(engine, min_rounds=0, max_rounds=0)
     assert len(engine.requests) == 1  # the engine already retried its transport: final
+
+
+def test_every_configurable_policy_has_its_transitions():
+    from halucheck.config import DEBATE_POLICIES
+    from halucheck.verifiers.debate.rounds import POLICIES
+
+    assert tuple(POLICIES) == DEBATE_POLICIES

@@ -47,7 +47,6 @@ def engine(monkeypatch):
     shared = {"engine": FakeEngine(responder=responder, max_batch=16)}
     engines.register("scripted", lambda model="", **kw: shared["engine"])
     yield shared
-    engines._REGISTRY.pop("scripted", None)
 
 
 def settings():

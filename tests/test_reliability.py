@@ -50,7 +50,6 @@ def scripted():
     holder = {"engine": FakeEngine(responder=echo, max_batch=8)}
     engines.register("scripted", lambda model="", **kw: holder["engine"])
     yield holder
-    engines._REGISTRY.pop("scripted", None)
 
 
 @pytest.fixture

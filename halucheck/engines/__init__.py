@@ -3,42 +3,28 @@ fake engine never load torch or vLLM."""
 
 from __future__ import annotations
 
-import importlib
 from typing import Any, Callable
 
 from halucheck.engines.base import Engine, Request, Result, SamplingParams, validate_reply
-from halucheck.errors import ConfigError
+from halucheck.registry import Registry
 
 # name -> "module:Class" (lazy) or a factory callable (registered at run time, e.g. by tests)
-_REGISTRY: dict[str, str | Callable[..., Engine]] = {
-    "transformers": "halucheck.engines.transformers:TransformersEngine",
-    "vllm": "halucheck.engines.openai_server:OpenAIServerEngine",
-    "vllm-local": "halucheck.engines.vllm_local:VLLMLocalEngine",
-    "fake": "halucheck.engines.fake:FakeEngine",
-}
+ENGINES: Registry[Callable[..., Engine]] = Registry("engine", hint=" (the `engine:` of a profile in models.yaml)")
+ENGINES.register("transformers", "halucheck.engines.transformers:TransformersEngine")
+ENGINES.register("vllm", "halucheck.engines.openai_server:OpenAIServerEngine")
+ENGINES.register("vllm-local", "halucheck.engines.vllm_local:VLLMLocalEngine")
+ENGINES.register("fake", "halucheck.engines.fake:FakeEngine")
 
-
-def register(name: str, factory: str | Callable[..., Engine]) -> None:
-    """Register an engine under ``name``: a ``"module:Class"`` path or a callable."""
-    _REGISTRY[name] = factory
+register = ENGINES.register
 
 
 def available() -> list[str]:
-    return sorted(_REGISTRY)
+    return sorted(ENGINES)
 
 
 def engine_class(name: str) -> Callable[..., Engine]:
     """Resolve an engine name to its class, importing its module only now."""
-    try:
-        target = _REGISTRY[name]
-    except KeyError:
-        raise ConfigError(
-            f"unknown engine {name!r} in models.yaml; available engines: {', '.join(available())}"
-        ) from None
-    if callable(target):
-        return target
-    module, _, attr = target.partition(":")
-    return getattr(importlib.import_module(module), attr)
+    return ENGINES[name]
 
 
 def create_engine(name: str, model: str = "", **options: Any) -> Engine:
@@ -47,6 +33,7 @@ def create_engine(name: str, model: str = "", **options: Any) -> Engine:
 
 
 __all__ = [
+    "ENGINES",
     "Engine",
     "Request",
     "Result",

@@ -91,6 +91,7 @@ from typing import TYPE_CHECKING
 
 from halucheck.config import env
 from halucheck.errors import InputError
+from halucheck.registry import Registry
 
 if TYPE_CHECKING:
     from halucheck.verifiers.tools.citations import Bibliography
@@ -484,22 +485,21 @@ def _truthfulqa(root: Path) -> Iterator[EvalItem]:
                 )
 
 
-DATASETS: dict[str, Callable[[Path], Iterator[EvalItem]]] = {
-    "factool-qa": _factool_claims,
-    "factool-qa-response": _factool_responses("knowledge_qa.jsonl", "factool-qa-response", _qa_response_meta),
-    "factool-math": _factool_math_claims,
-    "factool-math-response": _factool_responses("math.jsonl", "factool-math-response", _math_response_meta),
-    "factool-sci": _factool_sci_claims,
-    "factool-sci-response": _factool_responses("scientific.jsonl", "factool-sci-response", _sci_response_meta),
-    "factool-code": _factool_code,
-    "factcheck-gpt": _factcheck_gpt,
-    "wice": _wice,
-    "halueval-qa": _halueval_qa("qa_data_first1000.json", "halueval-qa"),
-    "halueval-qa-cleaned": _halueval_qa("qa_data_cleaned_en_5586.jsonl", "halueval-qa-cleaned"),
-    "halueval-general": _halueval_general,
-    "halueval2": _halueval2,
-    "truthfulqa": _truthfulqa,
-}
+DATASETS: Registry[Callable[[Path], Iterator[EvalItem]]] = Registry("dataset", InputError)
+DATASETS.register("factool-qa", _factool_claims)
+DATASETS.register("factool-qa-response", _factool_responses("knowledge_qa.jsonl", "factool-qa-response", _qa_response_meta))
+DATASETS.register("factool-math", _factool_math_claims)
+DATASETS.register("factool-math-response", _factool_responses("math.jsonl", "factool-math-response", _math_response_meta))
+DATASETS.register("factool-sci", _factool_sci_claims)
+DATASETS.register("factool-sci-response", _factool_responses("scientific.jsonl", "factool-sci-response", _sci_response_meta))
+DATASETS.register("factool-code", _factool_code)
+DATASETS.register("factcheck-gpt", _factcheck_gpt)
+DATASETS.register("wice", _wice)
+DATASETS.register("halueval-qa", _halueval_qa("qa_data_first1000.json", "halueval-qa"))
+DATASETS.register("halueval-qa-cleaned", _halueval_qa("qa_data_cleaned_en_5586.jsonl", "halueval-qa-cleaned"))
+DATASETS.register("halueval-general", _halueval_general)
+DATASETS.register("halueval2", _halueval2)
+DATASETS.register("truthfulqa", _truthfulqa)
 """Dataset name -> loader yielding every item of the set in file order (no split applied)."""
 
 BIBLIOGRAPHIES: dict[str, Callable[[Path], "Bibliography"]] = {
@@ -520,13 +520,12 @@ def load(name: str, split: str = "dev", limit: int | None = None, root: str | os
     (``skip=150, limit=150``: items 151-300, which a run of the first 150 has not seen). Raises
     :class:`InputError` for an unknown name or split, or when the dataset folder is missing.
     """
-    if name not in DATASETS:
-        raise InputError(f"unknown dataset {name!r}; available: {', '.join(DATASETS)}")
+    loader = DATASETS[name]  # an unknown name: an InputError listing the sets
     if split not in SPLITS:
         raise InputError(f"unknown split {split!r}; use one of: {', '.join(SPLITS)}")
     if limit is not None and limit <= 0:
         return []
-    chosen = (item for item in DATASETS[name](dataset_root(root)) if split == "all" or item.split == split)
+    chosen = (item for item in loader(dataset_root(root)) if split == "all" or item.split == split)
     return list(islice(chosen, skip, None if limit is None else skip + limit))
 
 

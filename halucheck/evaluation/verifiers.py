@@ -17,7 +17,7 @@ from halucheck.evaluation.report import Prediction
 from halucheck.verifiers.judges import consistency_score, likert_score
 from halucheck.records import Check, Claim, Evidence, Verdict
 from halucheck.verifiers.scoring import clamp01, decision_score, value_token_prob
-from halucheck.verifiers.base import Verifier, VerifierOptions, available, register
+from halucheck.verifiers import Verifier, VerifierOptions, available, register
 
 if TYPE_CHECKING:
     from halucheck.config import Settings
@@ -79,7 +79,7 @@ class EvalVerifier:
 
 def get_verifier(name: str, options: VerifierOptions | None = None) -> EvalVerifier:
     """The verifier (or cascade ``a,b``) registered as ``name``; a ConfigError with a suggestion otherwise."""
-    from halucheck.verifiers.base import get_verifier as get
+    from halucheck.verifiers import get_verifier as get
 
     return EvalVerifier(get(name, options))
 

@@ -23,7 +23,6 @@ if TYPE_CHECKING:
     from halucheck.engines.pool import EnginePool
 
 
-PROMPT_SETS = ("grounded", "paper")
 MAX_PASSAGES = 10  # passage numbers an agent may cite (evidence is top-10 by default)
 
 

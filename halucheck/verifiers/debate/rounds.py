@@ -12,11 +12,10 @@ touches an engine, so the same logic runs one claim at a time or thousands at on
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Generator, Sequence
 
-from halucheck.verifiers.debate.agents import PROMPT_SETS, AgentCall
-from halucheck.errors import ConfigError
+from halucheck.config import DebateConfig
+from halucheck.verifiers.debate.agents import AgentCall
 from halucheck.records import Claim, Evidence, State, Turn, Verdict
 from halucheck.verifiers.scoring import pool
 
@@ -31,28 +30,6 @@ ORDER: dict[State, tuple[str, str, str]] = {
     "S1": ("trust", "skeptic", "leader"),
     "S2": ("skeptic", "trust", "leader"),
 }
-
-
-@dataclass(frozen=True)
-class DebateConfig:
-    """``min_rounds``/``max_rounds`` count states after S0; ``max_rounds=0`` is the initial agent alone.
-    ``prompts``: the agents' prompt set, ``grounded`` (default) or ``paper`` (the paper's own texts)."""
-
-    policy: str = "true-skeptic"
-    min_rounds: int = 2
-    max_rounds: int = 4
-    prompts: str = "grounded"
-
-    def __post_init__(self) -> None:
-        if self.policy not in POLICIES:
-            raise ConfigError(f"unknown policy {self.policy!r}; choose one of: {', '.join(POLICIES)}")
-        if self.prompts not in PROMPT_SETS:
-            raise ConfigError(f"unknown prompt set {self.prompts!r}; choose one of: {', '.join(PROMPT_SETS)}")
-        if not 0 <= self.min_rounds <= self.max_rounds:
-            raise ConfigError(
-                f"need 0 <= min_rounds <= max_rounds, got min_rounds={self.min_rounds}, "
-                f"max_rounds={self.max_rounds}; raise --max-rounds or lower --min-rounds"
-            )
 
 
 def next_state(policy: str, result: bool) -> State:

@@ -1,0 +1,144 @@
+"""Verifiers made of verifiers: a :class:`Cascade` (each stage sees only the claims the one before is unsure
+of) and :class:`Routed` (claims of a tool-checkable kind go to their tool check, the rest to the main verifier).
+
+A **cascade** (``"selfcheck,debate"``) runs its first verifier on every claim and sends on to the next
+only the claims it is unsure of: no valid verdict, or P(hallucinated) inside the band ``[lo, hi]``. The
+verdict of a claim is the last stage's that saw it; its chain holds every stage's turns, each turn naming
+its verifier. See :data:`halucheck.config.DEFAULT_BAND` for how the default band was chosen.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Callable, Sequence
+
+from halucheck.config import DEFAULT_BAND, VerifierOptions
+from halucheck.errors import ConfigError
+from halucheck.records import Verdict
+from halucheck.verifiers.base import Verifier
+
+class Cascade(Verifier):
+    """Verifiers in order; each later one sees only the claims the one before is unsure of."""
+
+    def __init__(self, stages: Sequence[Verifier], band: tuple[float, float] = DEFAULT_BAND) -> None:
+        lo, hi = band
+        if not 0.0 <= lo <= hi <= 1.0:
+            raise ConfigError(f"cascade band {lo},{hi}: give LO,HI with 0 <= LO <= HI <= 1 (e.g. 0,0.5)")
+        if len(stages) < 2:
+            raise ConfigError("a cascade needs two verifiers or more, e.g. selfcheck,debate")
+        super().__init__(stages[-1].options)
+        self.stages, self.band = list(stages), (lo, hi)
+        self.name = ",".join(s.name for s in self.stages)
+        self.uses_llm = any(s.uses_llm for s in self.stages)
+        self.reached: dict[str, int] = {}
+
+    def unsure(self, verdict: Verdict | None) -> bool:
+        lo, hi = self.band
+        return verdict is None or verdict.p_hallucinated is None or lo <= verdict.p_hallucinated <= hi
+
+    def least_calls(self) -> int:
+        return self.stages[0].least_calls()
+
+    def describe(self) -> dict:
+        """The stages, the band, and after a run how many claims reached each stage and what each spent."""
+        return {"cascade": [s.name for s in self.stages], "band": list(self.band),
+                **{k: v for s in self.stages for k, v in s.describe().items()},
+                **({"stages": {name: {"claims": n, "llm_calls": self.costs[name].llm_calls if name in self.costs else 0}
+                               for name, n in self.reached.items()}} if self.reached else {})}
+
+    def check(self) -> None:
+        for s in self.stages:
+            s.check()
+
+    def verify(self, checks, engines, on_verdict=None, on_call=None):
+        verdicts: list[Verdict | None] = [None] * len(checks)
+        todo = list(range(len(checks)))
+        self.reached, self.costs = {}, {}
+        for k, stage in enumerate(self.stages):
+            last = k == len(self.stages) - 1
+            self.reached[stage.name] = len(todo)
+
+            def merged(i: int, v: Verdict) -> Verdict:  # this stage's verdict after the earlier stages' turns
+                return replace(v, chain=(verdicts[i].chain if verdicts[i] is not None else []) + v.chain)
+
+            def emit(j: int, v: Verdict, todo=todo, last=last) -> None:
+                if on_verdict is not None and (last or not self.unsure(v)):
+                    on_verdict(todo[j], merged(todo[j], v))
+
+            out = stage.verify([checks[i] for i in todo], engines, on_verdict=emit, on_call=on_call)
+            self.costs.update(stage.costs)
+            for i, v in zip(todo, out):
+                verdicts[i] = merged(i, v)
+            todo = [i for i, v in zip(todo, out) if self.unsure(v)]
+            if not todo:
+                break
+        return verdicts  # type: ignore[return-value]
+
+
+class Routed(Verifier):
+    """Claims of a tool-checkable kind go to their checker (:data:`CHECKERS`), every other claim to ``main``:
+    a calculation is evaluated, never judged by a model; code is run against independent solutions in the
+    sandbox (where there is none, with a note, to ``main``); a corpus document named as the answer's source
+    is looked up in the corpus (``halucheck.verifiers.tools.sources``). Citations go to their checker only with a
+    bibliography (``--bibliography``); without one they go to ``main`` too."""
+
+    # claim kind -> (its checker, the option it needs; without it those claims go to ``main``)
+    CHECKERS = {"calculation": ("arith", None), "citation": ("citation", "bibliography"), "code": ("code", None),
+                "source": ("source", None)}
+    OPTIONAL = ("code",)  # a checker that may be unavailable here (no sandbox): its claims go to ``main``
+
+    def __init__(self, main: Verifier, make: Callable[[str, VerifierOptions], Verifier],
+                 options: VerifierOptions | None = None) -> None:
+        """``make(name, options)`` builds a checker by its registered name (``halucheck.verifiers.get_verifier``)."""
+        super().__init__(options or main.options)
+        self.main = main
+        self.name, self.uses_llm = main.name, main.uses_llm
+        self.checkers: dict[str, Verifier] = {}
+        self.unavailable: dict[str, str] = {}  # kind -> why its checker cannot run here
+        for kind, (name, needs) in self.CHECKERS.items():
+            if needs and not getattr(self.options, needs):
+                continue
+            checker = make(name, self.options)
+            try:
+                checker.check()  # given but unusable (a bibliography that does not load): say so now
+            except ConfigError as exc:
+                if kind not in self.OPTIONAL:
+                    raise
+                self.unavailable[kind] = str(exc)
+                continue
+            self.checkers[kind] = checker
+
+    def least_calls(self) -> int:
+        return self.main.least_calls()
+
+    def expected_calls(self, checks) -> int:
+        return sum(self.checkers.get(c.claim.kind, self.main).least_calls() for c in checks)
+
+    def describe(self) -> dict:
+        return {**self.main.describe(), "tool_checks": {k: v.name for k, v in self.checkers.items()}}
+
+    def check(self) -> None:
+        self.main.check()
+
+    def verify(self, checks, engines, on_verdict=None, on_call=None):
+        verdicts: list[Verdict | None] = [None] * len(checks)
+        groups: dict[str, list[int]] = {}
+        for i, c in enumerate(checks):
+            groups.setdefault(c.claim.kind if c.claim.kind in self.checkers else "", []).append(i)
+        self.costs = {}
+        for kind, idx in groups.items():
+            verifier = self.checkers.get(kind, self.main)
+
+            def emit(j: int, v: Verdict, idx=idx) -> None:
+                if on_verdict is not None:
+                    on_verdict(idx[j], v)
+
+            out = verifier.verify([checks[i] for i in idx], engines if verifier.uses_llm else None,
+                                  on_verdict=emit, on_call=on_call)
+            self.costs.update(verifier.costs)
+            for i, v in zip(idx, out):
+                verdicts[i] = v
+        return verdicts  # type: ignore[return-value]
+
+
+__all__ = ["Cascade", "Routed"]
