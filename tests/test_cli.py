@@ -136,7 +136,7 @@ def test_models_list_marks_the_default_and_says_how_to_install(monkeypatch, tmp_
 
 def test_check_gives_the_calibrated_probability_of_a_stored_calibrator(config, tmp_path, monkeypatch):
     from halucheck.verifiers import calibration
-    from halucheck.cli import _settings
+    from halucheck.cli.app import settings_of
 
     monkeypatch.setenv("HALUCHECK_HOME", str(tmp_path / "home"))
     r = invoke("check", "The Eiffel Tower is in Berlin.", "-e", "In Paris.", "--config", config, "--json")
@@ -145,7 +145,7 @@ def test_check_gives_the_calibrated_probability_of_a_stored_calibrator(config, t
     raw = out["p_hallucinated"]
     assert raw is not None
 
-    prof = _settings(config, None, None).profile_for("initial")
+    prof = settings_of(config, None, None).profile_for("initial")
     # an overconfident verifier: its P = raw is right only 60 % of the time, P = 1 - raw 40 %
     scores = [raw] * 10 + [1 - raw] * 10
     labels = [True] * 6 + [False] * 4 + [True] * 4 + [False] * 6

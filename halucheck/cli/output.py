@@ -1,0 +1,96 @@
+"""What the commands print: a verdict (`check`), a run's summary (`run`, `report`)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+
+def verdict_json(verdict, cal) -> dict:
+    """The verdict as `check --json` prints it: with the calibrated P(hallucinated) (and the raw one) when a
+    calibrator is stored for the debate on this profile, and a line saying which, or that there is none."""
+    from halucheck.verifiers import calibration
+
+    out = {**verdict.to_dict(), **calibration.calibrated_fields(cal, verdict.p_hallucinated)}
+    out["calibration"] = calibration.describe(cal)
+    return out
+
+
+def print_verdict(verdict, cal=None) -> None:
+    from halucheck.verifiers import calibration
+
+    verdict_word = {True: "FACTUAL", False: "NOT FACTUAL", None: "UNDECIDED"}[verdict.factuality]
+    colour = {True: "green", False: "red", None: "yellow"}[verdict.factuality]
+    typer.secho(f"{verdict_word}", fg=colour, bold=True, nl=False)
+    sev = "-" if verdict.error_severity is None else verdict.error_severity
+    raw = verdict.p_hallucinated
+    if raw is None:
+        p_h = ""
+    elif cal is not None:
+        p_h = f"  P(hallucinated) {cal.apply(raw):.2f} (raw {raw:.2f})"
+    else:
+        p_h = f"  P(hallucinated) {raw:.2f}"
+    typer.echo(
+        f"  severity {sev}/5  confidence {verdict.confidence:.2f}{p_h}  "
+        f"({verdict.rounds} round{'s' if verdict.rounds != 1 else ''}"
+        f"{', consensus' if verdict.consensus else ', no consensus'})"
+    )
+    if raw is not None:
+        typer.echo(f"  {calibration.describe(cal)}")
+    if verdict.error:
+        typer.secho(f"  {verdict.error}", fg="yellow")
+    for t in verdict.chain:
+        mark = {True: "true ", False: "false", None: "error"}[t.factuality]
+        sev = "-" if t.error_severity is None else t.error_severity
+        p = "" if t.p_factual is None else f"  P(factual) {t.p_factual:.2f}"
+        typer.echo(f"\n  {t.state} {t.role:<8} {mark} severity {sev}{p}  ({t.completion_tokens} tokens)")
+        text = t.error if t.error else t.opinion
+        for line in wrap(text):
+            typer.echo(f"      {line}")
+
+
+def wrap(text: str, width: int = 96) -> list[str]:
+    import textwrap
+
+    return textwrap.wrap(" ".join(text.split()), width) or [""]
+
+
+def print_summary(summary: dict, out_dir: Path) -> None:
+    s = summary
+    typer.echo("")
+    typer.secho(f"halucheck: {s['hallucinated']} of {s['checked']} answers hallucinated "
+                f"({s['hallucination_rate']:.0%})", bold=True, nl=not s.get("undecided"))
+    if s.get("undecided"):  # before anything else: an undecided answer must not read as a clean one
+        typer.secho(f"; {s['undecided']} more UNDECIDED", fg="yellow", bold=True)
+        typer.secho(f"  UNDECIDED: {s['undecided']} answers have no verdict; {s['failed_calls']} LLM calls failed "
+                    f"(commonest: {s['undecided_reason']})", fg="yellow", bold=True)
+    elif s.get("failed_calls"):
+        typer.echo(f"  {s['failed_calls']} LLM calls failed and were retried successfully")
+    typer.echo(f"  claims: {s['claims']} checked, {s['false_claims']} false, {s['undecided_claims']} undecided")
+    if s.get("calibration"):
+        typer.echo(f"  P(hallucinated) {s['calibration']}")
+    if len(s.get("decided_by", {})) > 1:  # a cascade: which stage decided how many
+        typer.echo("  decided by: " + ", ".join(f"{n} {k}" for k, n in s["decided_by"].items()))
+    if s.get("answers_with_unchecked_text"):
+        typer.echo(f"  {s['answers_with_unchecked_text']} answers hold text no claim states: not checked "
+                   "(results.jsonl: coverage.gaps; grey in report.html)")
+    if s["severity_histogram"]:
+        hist = "  ".join(f"{k}:{v}" for k, v in s["severity_histogram"].items())
+        typer.echo(f"  max severity of hallucinated answers: {hist}")
+    if s["unreadable"]:
+        typer.echo(f"  unreadable input lines: {s['unreadable']} (see results.jsonl)")
+    runs = "all runs of this folder" if s.get("this_run") else "per stage"
+    typer.echo(f"  cost, {runs} (a resumed run adds to the earlier runs; cached replies cost nothing):")
+    for name, st in s["stages"].items():
+        failed = f" ({st['failed_calls']} failed)" if st.get("failed_calls") else ""
+        typer.echo(f"  {name:<8} {st['llm_calls']:>6} LLM calls{failed}  {st['prompt_tokens']:>9} prompt tok "
+                   f"({st['cached_tokens']} cached)  {st['completion_tokens']:>8} completion tok  {st['wall_s']:>7}s")
+    if s.get("this_run"):
+        t = s["this_run"]
+        typer.echo(f"  this run: {t['llm_calls']} LLM calls, {t['prompt_tokens']} prompt tok, "
+                   f"{t['completion_tokens']} completion tok" + (f", wall {s['wall_s']}s" if "wall_s" in s else ""))
+    elif "wall_s" in s:
+        typer.echo(f"  wall time: {s['wall_s']}s")
+    typer.echo(f"  results: {out_dir / 'results.jsonl'}")
+    typer.echo(f"  report:  {out_dir / 'report.html'}")
