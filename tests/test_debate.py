@@ -10,7 +10,7 @@ import math
 import jsonschema
 
 from halucheck.verifiers.debate.agents import (AGENT_SCHEMA, BRIEF_WORDS, ROLE_SCHEMAS, AgentCall, brief, build_messages,
-                                     turn_from_result)
+                                     role_schema, turn_from_result)
 from halucheck.engines.base import Result
 from halucheck.engines.fake import FakeEngine
 from halucheck.errors import ConfigError
@@ -179,7 +179,7 @@ def test_grounded_previous_opinions_are_prose_lines():
     assert "The first agent judged the claim factual: initial" in skeptic and "{" not in skeptic.split("[text]")[1]
     assert "The Skeptic agent judged the claim not factual (severity 4)" in trust and "first agent" not in trust
     assert leader.index("The Skeptic agent judged") < leader.index("The Trust agent judged")
-    assert engine.requests[1].schema == ROLE_SCHEMAS["skeptic"] and engine.requests[1].logprobs
+    assert engine.requests[1].schema == role_schema("skeptic", len(EVIDENCE)) and engine.requests[1].logprobs
 
 
 def test_previous_turns_passed_as_in_table_12():
@@ -265,3 +265,22 @@ def test_every_configurable_policy_has_its_transitions():
     from halucheck.verifiers.debate.rounds import POLICIES
 
     assert tuple(POLICIES) == DEBATE_POLICIES
+
+
+@pytest.mark.parametrize("n", [1, 10, 15])
+def test_an_agent_may_cite_every_passage_it_is_shown_and_no_other(n):
+    """The evidence count is one setting: every passage shown is citable, a number past them is not."""
+    evidence = [Evidence(f"Passage {i}.") for i in range(1, n + 1)]
+    engine = by_role({"initial": True, "trust": True, "skeptic": True, "leader": True})
+    check_claim(CLAIM, evidence, Agents(engine=engine), DebateConfig(min_rounds=1, max_rounds=1))
+    for request in engine.requests:
+        validator = jsonschema.Draft202012Validator(request.schema)
+        factual = {"factuality": True, "error_severity": 0}
+        fields = {k: "x" for k in request.schema["anyOf"][0]["properties"] if k not in ("passages", *factual)}
+        fields.update({"side": "trust", "finding": "supported"} if "side" in fields or "finding" in fields else {})
+        fields = {k: v for k, v in fields.items() if k in request.schema["anyOf"][0]["properties"]}
+        if "passages" not in request.schema["anyOf"][0]["properties"]:
+            continue
+        assert validator.is_valid({**fields, "passages": [n], **factual}), request.tag
+        assert not validator.is_valid({**fields, "passages": [n + 1], **factual}), request.tag
+        assert f"[{n}]" in request.messages[-1]["content"]

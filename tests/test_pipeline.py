@@ -441,3 +441,22 @@ def test_a_stored_calibrator_gives_every_model_claim_its_calibrated_probability(
     with pytest.raises(ConfigError, match="no calibrator named 'legal'"):
         run(tmp_path, write_input(tmp_path, ANSWERS), out="missing", calibration="legal")
     assert not (tmp_path / "missing").exists()
+
+
+@pytest.mark.parametrize("top_k", [3, 15])
+def test_top_k_is_the_evidence_count_of_retrieval_prompts_and_reply_schemas(tmp_path, engine, top_k):
+    """`--top-k 15`: fifteen passages retrieved, fifteen shown to the agents, and all fifteen citable (a
+    reply schema with fewer numbers would make passages 11-15 uncitable)."""
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    for i in range(30):  # one short document per fact: each is its own passage
+        (docs / f"d{i:02}.txt").write_text(f"The Eiffel Tower fact number {i} says it stands in Paris.\n")
+    answers = write_input(tmp_path, [{"id": "t", "answer": "The Eiffel Tower is in Berlin."}])
+    _, results = run(tmp_path, answers, corpus=docs, index=tmp_path / "ix.duckdb", top_k=top_k)
+    assert len(results[0]["claims"][0]["evidence"]) == top_k
+    debate = [r for r in engine["engine"].requests if r.tag.startswith("debate:") and r.tag != "debate:leader"]
+    assert debate
+    for request in debate:
+        passages = request.schema["anyOf"][0]["properties"]["passages"]["items"]["enum"]
+        assert passages == list(range(1, top_k + 1)), request.tag
+        assert f"[{top_k}]" in request.messages[-1]["content"] and f"[{top_k + 1}]" not in request.messages[-1]["content"]

@@ -23,6 +23,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Sequence
 
+from halucheck.config import EVIDENCE_K
 from halucheck.engines.base import Engine, Request, Result, WrappedEngine
 from halucheck.errors import InputError
 from halucheck.evaluation.datasets import EvalItem, load
@@ -35,7 +36,6 @@ if TYPE_CHECKING:
     from halucheck.config import Settings
     from halucheck.engines.pool import EnginePool
 
-MAX_EVIDENCE = 10  # passages per item shown to every verifier (0 = all)
 REPLIES_FILE = "replies.duckdb"
 
 
@@ -102,7 +102,7 @@ def _terms(text: str) -> list[str]:
     return [t for t in _WORD.findall(text.lower()) if t not in _STOP]
 
 
-def select_evidence(claim: str, passages: Sequence[str], k: int = MAX_EVIDENCE) -> list[str]:
+def select_evidence(claim: str, passages: Sequence[str], k: int = EVIDENCE_K) -> list[str]:
     """The ``k`` passages most relevant to ``claim`` by BM25 (the retrieval package's, over the item's own
     passages, with this module's short stop list), in their original order; all of them when there are
     ``k`` or fewer (or ``k`` is 0). Ties go to the earlier passage.
@@ -151,7 +151,7 @@ def run_eval(
     split: str = "dev",
     limit: int | None = None,
     options: VerifierOptions | None = None,
-    max_evidence: int = MAX_EVIDENCE,
+    max_evidence: int = EVIDENCE_K,
     label: str | None = None,
     log: Callable[[str], None] | None = None,
     n_boot: int | None = None,
@@ -304,5 +304,5 @@ def default_out(verifier: str, datasets: Sequence[str], split: str, profile: str
     return Path("runs") / "eval" / "-".join(parts)
 
 
-__all__ = ["BIBLIOGRAPHY_FILE", "MAX_EVIDENCE", "EvalResult", "Meter", "MeteredEngine", "dataset_bibliography", "default_out",
+__all__ = ["BIBLIOGRAPHY_FILE", "EVIDENCE_K", "EvalResult", "Meter", "MeteredEngine", "dataset_bibliography", "default_out",
            "load_items", "run_eval", "select_evidence"]

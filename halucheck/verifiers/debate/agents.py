@@ -9,10 +9,12 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Sequence
+from functools import lru_cache
+from typing import TYPE_CHECKING, Sequence, get_args
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from halucheck.config import EVIDENCE_K
 from halucheck.engines.base import Request, Result, SamplingParams
 from halucheck.prompts import load as load_prompts
 from halucheck.records import Claim, Evidence, Role, State, Turn
@@ -23,7 +25,6 @@ if TYPE_CHECKING:
     from halucheck.engines.pool import EnginePool
 
 
-MAX_PASSAGES = 10  # passage numbers an agent may cite (evidence is top-10 by default)
 
 
 class AgentReply(BaseModel):
@@ -42,14 +43,20 @@ AGENT_SCHEMA: dict = AgentReply.model_json_schema()
 # schema is a choice of two objects, factual with severity 0 or not factual with severity 1-5, so a
 # reply can never be "factual, severity 3" (constrained decoding follows the schema exactly).
 _TEXT = {"type": "string"}
-_PASSAGES = {"type": "array", "items": {"type": "integer", "enum": list(range(1, MAX_PASSAGES + 1))}, "maxItems": 3}
-ROLE_FIELDS: dict[str, dict[str, dict]] = {
-    "initial": {"passages": _PASSAGES, "opinion": _TEXT},
-    "skeptic": {"doubt": _TEXT, "passages": _PASSAGES,
-                "finding": {"type": "string", "enum": ["supported", "contradicted", "not stated"]}, "why": _TEXT},
-    "trust": {"passages": _PASSAGES, "support": _TEXT},
-    "leader": {"side": {"type": "string", "enum": ["trust", "skeptic", "both"]}, "reason": _TEXT},
-}
+
+
+def role_fields(role: str, n_passages: int = EVIDENCE_K) -> dict[str, dict]:
+    """A grounded role's own reply fields; ``passages`` may name any of the ``n_passages`` shown (1 when none
+    is: a number that names no passage is dropped from the opinion)."""
+    cited = {"type": "array", "items": {"type": "integer", "enum": list(range(1, max(1, n_passages) + 1))},
+             "maxItems": 3}
+    return {
+        "initial": {"passages": cited, "opinion": _TEXT},
+        "skeptic": {"doubt": _TEXT, "passages": cited,
+                    "finding": {"type": "string", "enum": ["supported", "contradicted", "not stated"]}, "why": _TEXT},
+        "trust": {"passages": cited, "support": _TEXT},
+        "leader": {"side": {"type": "string", "enum": ["trust", "skeptic", "both"]}, "reason": _TEXT},
+    }[role]
 
 
 def consistent_schema(fields: dict[str, dict], title: str = "reply") -> dict:
@@ -65,13 +72,20 @@ def consistent_schema(fields: dict[str, dict], title: str = "reply") -> dict:
     return {"title": title, "anyOf": [branch(True), branch(False)]}
 
 
-ROLE_SCHEMAS: dict[str, dict] = {role: consistent_schema(f, f"{role}_reply") for role, f in ROLE_FIELDS.items()}
+@lru_cache(maxsize=None)
+def role_schema(role: str, n_passages: int = EVIDENCE_K) -> dict:
+    """The grounded reply schema of ``role`` for a claim shown ``n_passages`` passages."""
+    return consistent_schema(role_fields(role, n_passages), f"{role}_reply")
+
+
+DEBATE_ROLES: tuple[Role, ...] = get_args(Role)
+ROLE_SCHEMAS: dict[str, dict] = {role: role_schema(role) for role in DEBATE_ROLES}  # with the default evidence count
 
 LABELS = {"initial": "first agent", "trust": "Trust agent", "skeptic": "Skeptic agent", "leader": "Leader agent"}
 
 
-def schema_for(role: Role, prompts: str = "grounded") -> dict:
-    return AGENT_SCHEMA if prompts == "paper" else ROLE_SCHEMAS[role]
+def schema_for(role: Role, prompts: str = "grounded", n_passages: int = EVIDENCE_K) -> dict:
+    return AGENT_SCHEMA if prompts == "paper" else role_schema(role, n_passages)
 
 
 @dataclass(frozen=True)
@@ -191,7 +205,7 @@ def repair(factuality: bool, severity: int) -> tuple[int, str | None]:
     return severity, None
 
 
-def turn_from_result(call: AgentCall, result: Result, n_evidence: int = MAX_PASSAGES) -> Turn:
+def turn_from_result(call: AgentCall, result: Result, n_evidence: int = EVIDENCE_K) -> Turn:
     """Convert an engine result into a Turn; a failed or invalid reply becomes an error turn."""
     common = dict(
         state=call.state,
@@ -242,7 +256,7 @@ class Agents:
         return self.engine if self.engine is not None else self.engines.engine_for(role)
 
     def engines_in_use(self) -> set["Engine"]:
-        return {self.engine_for(r) for r in ("initial", "trust", "skeptic", "leader")}
+        return {self.engine_for(r) for r in DEBATE_ROLES}
 
     def release(self, group: str) -> None:
         """A debate is over: its engines may drop the prompt prefix its calls shared."""
@@ -257,7 +271,7 @@ class Agents:
                     else self.sampling)
         return Request(
             messages=build_messages(claim, evidence, call),
-            schema=schema_for(call.role, call.prompts),
+            schema=schema_for(call.role, call.prompts, len(evidence)),
             sampling=sampling,
             logprobs=True,  # the factuality token's probability scores the turn
             tag=f"debate:{call.role}",
