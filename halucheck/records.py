@@ -153,4 +153,33 @@ class Verdict:
         return d
 
 
-__all__ = ["Check", "Claim", "Evidence", "Role", "State", "Turn", "Verdict"]
+@dataclass
+class Cost:
+    """What a verifier's ``verify``, a pipeline stage or an eval run spent: LLM calls (retries included),
+    tokens, seconds."""
+
+    claims: int = 0
+    llm_calls: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cached_tokens: int = 0
+    failed_calls: int = 0
+    wall_s: float = 0.0
+
+    def add_results(self, results) -> None:
+        """Count engine Results (a reply from the run's cache spent nothing now)."""
+        for r in results:
+            self.llm_calls += r.attempts
+            self.failed_calls += r.error is not None
+            if r.attempts:
+                self.prompt_tokens += r.prompt_tokens
+                self.completion_tokens += r.completion_tokens
+                self.cached_tokens += r.cached_tokens
+
+    def as_metrics(self) -> dict:
+        """The cost as metrics.json of ``halucheck eval`` keeps it (its keys are read back by ``--compare``)."""
+        return {"llm_calls": self.llm_calls, "prompt_tokens": self.prompt_tokens,
+                "completion_tokens": self.completion_tokens, "wall_time_s": self.wall_s}
+
+
+__all__ = ["Check", "Claim", "Cost", "Evidence", "Role", "State", "Turn", "Verdict"]

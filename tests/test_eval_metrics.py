@@ -11,7 +11,8 @@ import pytest
 
 from halucheck.verifiers import calibration
 from halucheck.errors import InputError
-from halucheck.evaluation import EvalItem, Prediction, RunCost, compare, compute_metrics, read_predictions, read_run, write_run
+from halucheck.records import Cost
+from halucheck.evaluation import EvalItem, Prediction, compare, compute_metrics, read_predictions, read_run, write_run
 from halucheck.evaluation.metrics import METRICS, bootstrap_indices, length_controlled, register_metric, stratified_auroc
 
 # Fixed example: 10 items, 4 hallucinated (label 1).
@@ -209,7 +210,7 @@ def test_write_and_read_run(tmp_path):
     items = _items("halueval-qa", 40)
     preds = [Prediction(i.label if k % 5 else not i.label, 0.8 if i.label else 0.3) for k, i in enumerate(items)]
     preds[3] = Prediction(None, None, "reply never matched the schema")
-    out = write_run(tmp_path / "run", items, preds, RunCost(7, 1000, 300, 12.5), verifier="debate", n_boot=50)
+    out = write_run(tmp_path / "run", items, preds, Cost(llm_calls=7, prompt_tokens=1000, completion_tokens=300, wall_s=12.5), verifier="debate", n_boot=50)
     back = read_run(tmp_path / "run")
     assert back == json.loads(json.dumps(out))
     assert back["verifier"] == "debate" and back["cost"]["llm_calls"] == 7

@@ -5,7 +5,7 @@ Typical use::
     from halucheck.evaluation import load, write_run, compare
     items = load("wice", split="dev")
     preds = [Prediction(prediction=..., score=...) for item in items]   # True = hallucinated
-    write_run("runs/debate-wice", items, preds, RunCost(llm_calls=..., ...), verifier="debate")
+    write_run("runs/debate-wice", items, preds, Cost(llm_calls=..., ...), verifier="debate")
     print(compare(["runs/debate-wice", "runs/nli-wice"]))
 
 Positive = hallucinated everywhere: labels, predictions, and scores (P(hallucinated)).
@@ -13,7 +13,7 @@ Positive = hallucinated everywhere: labels, predictions, and scores (P(hallucina
 
 from halucheck.evaluation.datasets import DATASETS, GROUNDED, EvalItem, corpus, dataset_root, load, split_of
 from halucheck.evaluation.metrics import METRICS, compute_metrics, length_controlled, register_metric
-from halucheck.evaluation.report import Prediction, RunCost, compare, read_predictions, read_run, write_run
+from halucheck.evaluation.report import Prediction, compare, read_predictions, read_run, write_run
 from halucheck.evaluation.userdata import UserData, load_user_data, read_user_data
 
 __all__ = [
@@ -22,7 +22,6 @@ __all__ = [
     "METRICS",
     "EvalItem",
     "Prediction",
-    "RunCost",
     "UserData",
     "compare",
     "compute_metrics",

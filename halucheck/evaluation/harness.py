@@ -28,9 +28,10 @@ from halucheck.engines.base import Engine, Request, Result, WrappedEngine
 from halucheck.errors import InputError
 from halucheck.evaluation.datasets import EvalItem, load
 from halucheck.evaluation.metrics import N_BOOT, calibration_effect
-from halucheck.evaluation.report import LENGTH_CONTROLLED_SETS, METRICS_FILE, RunCost, write_run
+from halucheck.evaluation.report import LENGTH_CONTROLLED_SETS, METRICS_FILE, write_run
 from halucheck.evaluation.userdata import UserData
 from halucheck.evaluation.verifiers import VerifierOptions, get_verifier
+from halucheck.records import Cost
 
 if TYPE_CHECKING:
     from halucheck.config import Settings
@@ -214,7 +215,8 @@ def run_eval(
     if len(preds) != len(items):  # a verifier bug, not a user error
         raise RuntimeError(f"{v.name} returned {len(preds)} predictions for {len(items)} items")
     cost = {
-        **RunCost(meter.llm_calls, meter.prompt_tokens, meter.completion_tokens, round(wall, 2)).__dict__,
+        **Cost(llm_calls=meter.llm_calls, prompt_tokens=meter.prompt_tokens,
+               completion_tokens=meter.completion_tokens, wall_s=round(wall, 2)).as_metrics(),
         "replies": meter.replies,
         "invalid_replies": meter.invalid_replies,
         "retried_replies": meter.retried,

@@ -36,7 +36,7 @@ import json
 import math
 import os
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 
 from halucheck.verifiers.calibration import json_safe
@@ -44,6 +44,7 @@ from halucheck.errors import InputError
 from halucheck.evaluation.datasets import EvalItem
 from halucheck.evaluation.chains import chain_stats
 from halucheck.evaluation.metrics import CI, METRICS, N_BOOT, SEED, compute_metrics, length_controlled
+from halucheck.records import Cost
 
 PREDICTIONS_FILE = "predictions.jsonl"
 METRICS_FILE = "metrics.json"
@@ -59,16 +60,6 @@ class Prediction:
     score: float | None = None
     error: str | None = None
     detail: dict | None = None
-
-
-@dataclass
-class RunCost:
-    """What a run spent: LLM calls, tokens and wall-clock seconds."""
-
-    llm_calls: int = 0
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-    wall_time_s: float = 0.0
 
 
 def _prediction(p) -> Prediction:
@@ -117,7 +108,7 @@ def write_run(
     run_dir: str | os.PathLike,
     items: Sequence[EvalItem],
     preds: Sequence,
-    cost: RunCost | Mapping | None = None,
+    cost: Cost | Mapping | None = None,
     verifier: str | None = None,
     split: str | None = None,
     n_boot: int = N_BOOT,
@@ -128,8 +119,8 @@ def write_run(
 
     ``preds`` is aligned with ``items``; each entry is a :class:`Prediction`, a dict with
     ``prediction``/``score``/``error``, a ``(prediction, score)`` tuple or a bare bool.
-    ``cost`` is a :class:`RunCost` or a dict with the same keys. ``verifier`` defaults to the
-    directory name; ``split`` to the split shared by the items.
+    ``cost`` is a :class:`~halucheck.records.Cost` or a dict with the keys of its ``as_metrics()``.
+    ``verifier`` defaults to the directory name; ``split`` to the split shared by the items.
     """
     if len(items) != len(preds):
         raise ValueError(f"{len(items)} items but {len(preds)} predictions")
@@ -160,9 +151,7 @@ def write_run(
     with open(run_dir / PREDICTIONS_FILE, "w", encoding="utf-8") as fh:
         for row in rows:
             fh.write(json.dumps(row, ensure_ascii=False) + "\n")
-    if cost is None:
-        cost = RunCost()
-    cost_d = asdict(cost) if isinstance(cost, RunCost) else {**asdict(RunCost()), **dict(cost)}
+    cost_d = {**Cost().as_metrics(), **(cost.as_metrics() if isinstance(cost, Cost) else dict(cost or {}))}
     splits = {it.split for it in items}
     out = {
         "verifier": verifier or run_dir.resolve().name,
@@ -335,7 +324,6 @@ __all__ = [
     "METRICS_FILE",
     "PREDICTIONS_FILE",
     "Prediction",
-    "RunCost",
     "common_results",
     "compare",
     "read_predictions",

@@ -11,40 +11,16 @@ always sees a full batch, and the run's reply cache and the eval's meter see eve
 from __future__ import annotations
 
 import uuid
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable, Sequence
 
 from halucheck.config import VerifierOptions
-from halucheck.records import Check, Verdict
+from halucheck.records import Check, Cost, Verdict
 
 if TYPE_CHECKING:
     from halucheck.engines.pool import EnginePool
 
 OnVerdict = Callable[[int, Verdict], None]  # (index of the check, its final verdict), as each one is decided
 OnCall = Callable[[int], None]  # after every LLM call: how many calls that claim has had so far
-
-@dataclass
-class Cost:
-    """What one verifier spent in its last ``verify``: LLM calls (retries included), tokens, seconds."""
-
-    claims: int = 0
-    llm_calls: int = 0
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-    cached_tokens: int = 0
-    failed_calls: int = 0
-    wall_s: float = 0.0
-
-    def add_results(self, results) -> None:
-        """Count engine Results (a reply from the run's cache spent nothing now)."""
-        for r in results:
-            self.llm_calls += r.attempts
-            self.failed_calls += r.error is not None
-            if r.attempts:
-                self.prompt_tokens += r.prompt_tokens
-                self.completion_tokens += r.completion_tokens
-                self.cached_tokens += r.cached_tokens
-
 
 class Verifier:
     """Base class. ``verify(checks, engines)`` returns one Verdict per check, in order; ``costs`` then
