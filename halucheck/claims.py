@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Sequence
 
 from halucheck.engines.base import Request, SamplingParams
 from halucheck.prompts import load as load_prompts
+from halucheck.text import sentence_spans
 
 if TYPE_CHECKING:
     from halucheck.engines.base import Engine
@@ -36,9 +37,6 @@ QUERIES_SCHEMA = {
     "additionalProperties": False,
 }
 
-# A sentence ends at . ! ? (with closing quotes or brackets) before whitespace or the end, or at a line
-# break: "4.2 million" and "v1.5" stay inside their sentence.
-_SENTENCE_END = re.compile(r"[.!?]+[\"'\u201d\u2019)\]]*(?=\s|$)|\n")
 _DIALOGUE_HINTS = re.compile(
     r"\?\s*$|\b(I think|I believe|in my opinion|I'd|I would|you|your|hope|feel free|let me know|glad|sorry|"
     r"my pleasure|happy to)\b",
@@ -67,16 +65,8 @@ class StageOutput:
 
 
 def sentences(text: str) -> list[Segment]:
-    """Split into sentences, keeping exact offsets (a simple rule-based splitter, no model)."""
-    out, start = [], 0
-    for end in [m.end() for m in _SENTENCE_END.finditer(text)] + [len(text)]:
-        raw = text[start:end]
-        stripped = raw.strip()
-        if stripped:
-            lead = len(raw) - len(raw.lstrip())
-            out.append(Segment(stripped, start + lead, start + lead + len(stripped)))
-        start = end
-    return out
+    """The answer's sentences as Segments, with exact offsets (``halucheck.text.sentence_spans``)."""
+    return [Segment(text[s:e], s, e) for s, e in sentence_spans(text)]
 
 
 CONTEXT_WORDS = 60

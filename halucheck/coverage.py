@@ -22,20 +22,13 @@ from __future__ import annotations
 import re
 from collections import Counter
 from dataclasses import dataclass
-from functools import lru_cache
 from typing import Sequence
 
 from halucheck.claims import looks_like_dialogue, sentences
+from halucheck.text import stop_words
 
 _WORD = re.compile(r"[^\W_]+(?:[.,'’][^\W_]+)*", re.UNICODE)
 NOT_CHECKED, SUBJECTIVE, FILLER = "not checked", "subjective", "filler"
-
-
-@lru_cache(maxsize=1)
-def _stop_words() -> frozenset[str]:
-    from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
-
-    return frozenset(ENGLISH_STOP_WORDS) | {"also", "just", "like", "yes", "sure", "well"}
 
 
 def normalise(word: str) -> str:
@@ -53,7 +46,7 @@ def normalise(word: str) -> str:
 def is_content(word: str) -> bool:
     if any(ch.isdigit() for ch in word):
         return True
-    return len(word) > 2 and word.lower() not in _stop_words()
+    return len(word) > 2 and word.lower() not in stop_words()
 
 
 @dataclass(frozen=True)

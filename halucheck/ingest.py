@@ -15,6 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterator
 
+from halucheck.text import sentence_spans
+
 SUPPORTED_SUFFIXES = (".md", ".markdown", ".txt", ".html", ".htm", ".pdf", ".docx", ".jsonl")
 MAX_FILE_BYTES = 50 * 1024 * 1024
 JSONL_TEXT_FIELDS = ("text", "contents", "content", "body", "passage")
@@ -41,43 +43,7 @@ class Chunk:
     end: int
 
 
-# --- sentence splitting and chunking -------------------------------------------------------------
-
-# A boundary is whitespace after sentence-final punctuation (optionally followed by closing quotes or
-# brackets), or a blank line. Abbreviations split too; harmless, since a chunk spans several sentences.
-_BOUNDARY = re.compile(r"(?<=[.!?])[\"'\u201d\u2019)\]]*\s+|\n[ \t]*\n\s*")
-
-
-def split_sentences(text: str, max_chars: int = 1000) -> list[tuple[int, int]]:
-    """Sentence spans ``(start, end)`` of ``text``, whitespace trimmed; sentences longer than
-    ``max_chars`` are cut at whitespace so that no span exceeds it (unless one word does)."""
-    spans: list[tuple[int, int]] = []
-    pos = 0
-    for m in _BOUNDARY.finditer(text):
-        # keep closing quotes/brackets with the sentence they close
-        stripped = m.group(0)
-        lead = len(stripped) - len(stripped.lstrip("\"'\u201d\u2019)]"))
-        _add_span(text, pos, m.start() + lead, spans, max_chars)
-        pos = m.end()
-    _add_span(text, pos, len(text), spans, max_chars)
-    return spans
-
-
-def _add_span(text: str, start: int, end: int, spans: list, max_chars: int) -> None:
-    while start < end and text[start].isspace():
-        start += 1
-    while end > start and text[end - 1].isspace():
-        end -= 1
-    while end - start > max_chars:
-        cut = text.rfind(" ", start + 1, start + max_chars)
-        if cut <= start:
-            cut = start + max_chars
-        spans.append((start, cut))
-        start = cut
-        while start < end and text[start].isspace():
-            start += 1
-    if end > start:
-        spans.append((start, end))
+# --- chunking -------------------------------------------------------------------------------------
 
 
 def chunk_text(text: str, sentences: int = 3, overlap: int = 1, max_chars: int = 1000) -> list[Chunk]:
@@ -85,7 +51,7 @@ def chunk_text(text: str, sentences: int = 3, overlap: int = 1, max_chars: int =
     each at most ``max_chars`` long (a window stops early rather than exceed it)."""
     if sentences < 1 or not 0 <= overlap < sentences:
         raise ValueError("need sentences >= 1 and 0 <= overlap < sentences")
-    spans = split_sentences(text, max_chars)
+    spans = sentence_spans(text, line_breaks=False, max_chars=max_chars)
     chunks: list[Chunk] = []
     i, n = 0, len(spans)
     while i < n:

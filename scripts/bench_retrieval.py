@@ -30,7 +30,7 @@ from pathlib import Path
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from halucheck.ingest import split_sentences  # noqa: E402
+from halucheck.text import sentence_spans  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -103,7 +103,7 @@ def make_passages(sources: list[Path], n: int, seed: int = 0) -> list[str]:
         for text in texts_from(root):
             if any(ord(c) > 0x2FFF for c in text[:200]):  # keep to Latin-script text (skip CJK sets)
                 continue
-            for s, e in split_sentences(text, max_chars=400):
+            for s, e in sentence_spans(text, line_breaks=False, max_chars=400):
                 p = " ".join(text[s:e].split())
                 if 40 <= len(p) <= 400 and p not in seen:
                     seen.add(p)

@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from halucheck import ingest
-from halucheck.ingest import SkipFile, chunk_text, read_file, split_sentences
+from halucheck.ingest import SkipFile, chunk_text, read_file
+from halucheck.text import sentence_spans
 
 DATA = Path(__file__).parent / "data" / "corpus"
 
@@ -39,13 +40,13 @@ def minimal_pdf(text: str) -> bytes:
 
 def test_sentences_are_trimmed_slices():
     text = '  First one. Second "quoted." Third?\n\nNew paragraph without end'
-    spans = split_sentences(text)
+    spans = sentence_spans(text, line_breaks=False, max_chars=1000)
     assert [text[s:e] for s, e in spans] == ["First one.", 'Second "quoted."', "Third?", "New paragraph without end"]
 
 
 def test_long_sentence_is_cut_at_whitespace():
     text = " ".join(["word"] * 500)
-    spans = split_sentences(text, max_chars=100)
+    spans = sentence_spans(text, line_breaks=False, max_chars=100)
     assert all(e - s <= 100 for s, e in spans)
     assert " ".join(text[s:e] for s, e in spans) == text
 

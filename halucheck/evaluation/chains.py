@@ -26,6 +26,7 @@ from __future__ import annotations
 import re
 from typing import Mapping, Sequence
 
+from halucheck.text import sentences
 from halucheck.verifiers.debate.agents import agent_words
 
 COPY_NGRAM = 4
@@ -33,7 +34,6 @@ COPY_SHARE = 0.6
 LOOP_WORDS = 6
 
 _WORD = re.compile(r"[\w']+")
-_SENTENCE = re.compile(r"(?<=[.!?])\s+|\n+")
 
 
 def _words(text: str) -> list[str]:
@@ -58,7 +58,7 @@ def is_copy(opinion: str, earlier: Sequence[str], n: int = COPY_NGRAM, share: fl
 def has_loop(opinion: str, min_words: int = LOOP_WORDS) -> bool:
     """True when a sentence of >= ``min_words`` words occurs twice in ``opinion``."""
     seen = set()
-    for sentence in _SENTENCE.split(opinion):
+    for sentence in sentences(opinion):
         w = tuple(_words(sentence))
         if len(w) < min_words:
             continue

@@ -32,6 +32,7 @@ from halucheck.evaluation.report import LENGTH_CONTROLLED_SETS, METRICS_FILE, wr
 from halucheck.evaluation.userdata import UserData
 from halucheck.evaluation.verifiers import VerifierOptions, get_verifier
 from halucheck.records import Cost
+from halucheck.text import stop_words
 
 if TYPE_CHECKING:
     from halucheck.config import Settings
@@ -92,20 +93,13 @@ def _install_cache(engines: "EnginePool", path: Path):
 
 
 _WORD = re.compile(r"(?u)\b\w\w+\b")
-_STOP = frozenset(
-    "the and for are was were with that this from which what who whom whose has have had not but its "
-    "his her their our your they them she him you been being into than then there these those also "
-    "can could would should will may might does did done more most other some such only over about".split()
-)
-
-
 def _terms(text: str) -> list[str]:
-    return [t for t in _WORD.findall(text.lower()) if t not in _STOP]
+    return [t for t in _WORD.findall(text.lower()) if t not in stop_words()]
 
 
 def select_evidence(claim: str, passages: Sequence[str], k: int = EVIDENCE_K) -> list[str]:
     """The ``k`` passages most relevant to ``claim`` by BM25 (the retrieval package's, over the item's own
-    passages, with this module's short stop list), in their original order; all of them when there are
+    passages, with the shared stop-word list (``halucheck.text``)), in their original order; all of them when there are
     ``k`` or fewer (or ``k`` is 0). Ties go to the earlier passage.
 
     Sets such as WiCE cite whole articles (median ~960 words, up to ~17k): the paper's own answer for

@@ -282,9 +282,9 @@ def context_passages(context: str) -> list[str]:
     context = context.strip()
     if len(context) <= CONTEXT_PASSAGE_CHARS:
         return [context] if context else []
-    from halucheck.ingest import split_sentences
+    from halucheck.text import sentence_spans
 
-    return [context[s:e] for s, e in split_sentences(context)]
+    return [context[s:e] for s, e in sentence_spans(context, line_breaks=False, max_chars=1000)]
 
 
 def _to_item(path: Path, name: str, line: int, rec: dict, csv_row: bool, problems: list[LineProblem],

@@ -13,6 +13,7 @@ from halucheck.records import Evidence
 from halucheck.retrieval.bm25 import BM25
 from halucheck.retrieval.dense import DenseMatrix, get_embedder
 from halucheck.retrieval.fuse import check_mode, fused_search
+from halucheck.text import sentence_spans
 
 
 class PassageIndex:
@@ -39,7 +40,7 @@ class PassageIndex:
         from halucheck import ingest
 
         if unit == "sentence":
-            spans = ingest.split_sentences(text, chunking.get("max_chars", 1000))
+            spans = sentence_spans(text, line_breaks=False, max_chars=chunking.get("max_chars", 1000))
         elif unit == "chunk":
             spans = [(c.start, c.end) for c in ingest.chunk_text(text, **chunking)]
         else:

@@ -18,6 +18,7 @@ from halucheck.config import EVIDENCE_K
 from halucheck.engines.base import Request, Result, SamplingParams
 from halucheck.prompts import load as load_prompts
 from halucheck.records import Claim, Evidence, Role, State, Turn
+from halucheck.text import sentences
 from halucheck.verifiers.scoring import decision_score, value_token_prob
 
 if TYPE_CHECKING:
@@ -154,7 +155,6 @@ def opinion_of(role: Role, reply: dict, n_evidence: int) -> str:
 _PASSAGES = re.compile(r" \(passages (?:\[\d+\](?:, )?)+\)$")
 _FRAME = re.compile(r"^(Sides with (both agents|the Trust agent|the Skeptic agent): |Doubts )|"
                     r" \((supported|contradicted|not stated)\):|" + _PASSAGES.pattern)
-_FIRST_SENTENCE = re.compile(r"(?<=[.!?])\s")
 BRIEF_WORDS = 30
 
 
@@ -166,7 +166,7 @@ def brief(opinion: str, words: int = BRIEF_WORDS) -> str:
     m = _PASSAGES.search(opinion)
     if m:
         body, refs = opinion[: m.start()], m.group(0)
-    first = _FIRST_SENTENCE.split(body.strip(), maxsplit=1)[0]
+    first = next(iter(sentences(body)), "")
     cut = first.split()
     if len(cut) > words:
         first = " ".join(cut[:words]) + " \u2026"

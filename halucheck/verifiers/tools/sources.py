@@ -24,6 +24,7 @@ from pathlib import PurePath
 from typing import Iterable, Sequence
 
 from halucheck.records import Check, Turn, Verdict
+from halucheck.text import sentence_spans
 from halucheck.verifiers.base import Cost, Verifier, failed_verdict
 
 # the ingester's file types (halucheck.ingest.SUPPORTED_SUFFIXES), as a regex alternative
@@ -119,9 +120,7 @@ class SourceNames:
 def backing_sources(answer: str, start: int, end: int, refs: Sequence[SourceRef]) -> list[SourceRef]:
     """The references in the sentence(s) of ``answer`` that hold the span ``start:end`` (a claim located
     there): the sources that claim is said to come from."""
-    from halucheck.claims import sentences
-
-    spans = [(s.start, s.end) for s in sentences(answer) if s.start < max(end, start + 1) and start < s.end]
+    spans = [(s, e) for s, e in sentence_spans(answer) if s < max(end, start + 1) and start < e]
     return [r for r in refs if any(s <= r.start < e for s, e in spans)]
 
 
