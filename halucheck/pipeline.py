@@ -15,12 +15,13 @@ from pathlib import Path
 from typing import Callable
 
 from halucheck import claims as claim_stages
-from halucheck.config import RunOptions, Settings, VerifierOptions, index_path
+from halucheck.config import RunOptions, Settings, VerifierOptions
 from halucheck.engines.cache import CachingEngine
 from halucheck.engines.pool import EnginePool
+from halucheck.evidence import EvidenceSources
 from halucheck.errors import InputError
 from halucheck.inputs import Item, read_input_bytes, read_items, truncation_point
-from halucheck.records import Check, Claim, Evidence
+from halucheck.records import Check, Claim
 from halucheck.store.runstore import RunStore
 from halucheck.verifiers import routed
 
@@ -85,9 +86,7 @@ class Pipeline:
         opts.out.mkdir(parents=True, exist_ok=True)
         self.store = RunStore(opts.out / "run.duckdb", restart=restart)
         self.engines = EnginePool(settings, wrappers=(lambda engine: CachingEngine(engine, self.store),))
-        self._corpus = None
-        self._source_names = None  # corpus document names (halucheck.verifiers.tools.sources), built on first use
-        self._doc_index: tuple[str, object] | None = None  # the passages of the last cited document
+        self.evidence = EvidenceSources(opts.corpus, opts.index, opts.top_k, opts.use_context, log)
         self.calibrate()
 
     def find_calibrator(self):
@@ -113,7 +112,7 @@ class Pipeline:
         (bounded, with growing waits: a server down for a few seconds is retried in the same run); then
         the reports."""
         t0 = time.perf_counter()
-        started = self.store.query("SELECT current_timestamp::TIMESTAMP")[0][0]
+        started = self.store.now()
         items = self.load_items()
         for attempt in range(self.opts.retries + 1):
             if attempt:
@@ -141,15 +140,11 @@ class Pipeline:
         """Whether a standing failure is the engine's (a server down, a timeout), which a later pass
         may not meet, rather than a model reply that never matched the schema after the engine's own
         retries (asked again in the same way, it would most likely fail the same way)."""
-        messages = self.store.query(
-            "SELECT message FROM errors WHERE stage IN ('filter', 'extract', 'queries') "
-            "UNION ALL SELECT error FROM turns WHERE error IS NOT NULL")
-        return any(not any(mark in m for mark in MODEL_REPLY_FAILURES) for (m,) in messages if m)
+        return any(not any(mark in m for mark in MODEL_REPLY_FAILURES) for m in self.store.standing_failures())
 
     def pending(self) -> Pending:
-        (items,), = self.store.query("SELECT count(*) FROM items WHERE NOT claims_done")
-        (evidence,), = self.store.query("SELECT count(*) FROM claims WHERE NOT evidence_done")
-        return Pending(items, evidence, len(self._verify_todo()))
+        items, evidence = self.store.pending_counts()
+        return Pending(items, evidence, len(self.store.claims_to_verify()))
 
     def close(self) -> None:
         self.store.close()
@@ -187,13 +182,12 @@ class Pipeline:
 
     # -- stage 1: claims -------------------------------------------------------------------------
     def extract_claims(self, items: list[tuple[int, Item]]) -> None:
-        done = {r[0] for r in self.store.query("SELECT idx FROM items WHERE claims_done")}
+        done = self.store.items_with_claims()
         todo = [(i, it) for i, it in items if i not in done]
         if not todo:
             return
         # items with errors of an earlier attempt: those are replaced by this attempt's outcome
-        had_errors = {r[0] for r in self.store.query(
-            "SELECT DISTINCT item_idx FROM errors WHERE stage IN ('filter', 'extract', 'claims-warning')")}
+        had_errors = self.store.items_with_errors(("filter", "extract", "claims-warning"))
         bar = self.progress(total=len(todo), desc="claims   ", unit="answer")
         for start in range(0, len(todo), self.opts.batch_items):
             chunk = todo[start:start + self.opts.batch_items]
@@ -228,18 +222,19 @@ class Pipeline:
         if self.opts.bibliography is not None:  # looked up in the bibliography, not searched for
             self.store.mark_evidence_done(kind="citation")
         by_idx = dict(items)
-        self.look_up_sources()
-        rows = self.store.query(
-            "SELECT c.claim_id, c.item_idx, c.text, c.question, c.span_start, c.span_end FROM claims c "
-            "WHERE NOT c.evidence_done ORDER BY c.item_idx, c.ordinal")
+        sources = self.store.claims_without_evidence(kind="source")  # a document the answer names
+        if sources:
+            self.store.save_evidence_batch([(cid, [], self.evidence.of_source(text)) for cid, _, text, *_ in sources],
+                                           [], [])
+        rows = self.store.claims_without_evidence()
         if not rows:
             return
-        corpus = self.corpus()
-        cited = self.cited_documents(rows, by_idx)
-        if corpus is None and not any(by_idx[r[1]].context for r in rows if r[1] in by_idx):
+        answers = {i: it.answer for i, it in items}
+        contexts = {i: it.context for i, it in items}
+        if self.evidence.corpus() is None and not any(contexts.get(r[1]) for r in rows):
             self.log("note: no --corpus and no context in the input: claims are judged without evidence")
         engine_q = self.engines.engine_for("query")
-        had_errors = {r[0] for r in self.store.query("SELECT DISTINCT claim_id FROM errors WHERE claim_id IS NOT NULL")}
+        had_errors = self.store.claims_with_errors()
         bar = self.progress(total=len(rows), desc="evidence ", unit="claim")
         for start in range(0, len(rows), self.opts.batch_items * 4):
             chunk = rows[start:start + self.opts.batch_items * 4]
@@ -249,29 +244,9 @@ class Pipeline:
                                              self.settings.sampling("query", claim_stages.QUERY_SAMPLING))
             # a claim whose queries failed is not searched with a fallback: it stays without evidence and
             # is tried again, so a rerun gives the same evidence a clean run would have
-            ok = [j for j, o in enumerate(outs) if not o.error]
-            queries = {j: outs[j].value for j in ok}
-            found: dict[int, list] = {j: [] for j in ok}
-            # a claim whose sentence names its source document is checked against that document only
-            own = {j: cited[chunk[j][0]] for j in ok if chunk[j][0] in cited}
-            for j, source in own.items():
-                found[j].append(self.document_index(source).search_many(queries[j], k=self.opts.top_k))
-            searched = [j for j in ok if j not in own]
-            if corpus is not None and searched:
-                flat = [q for j in searched for q in queries[j]]
-                hits = corpus.search_many(flat, k=self.opts.top_k)
-                pos = 0
-                for j in searched:
-                    found[j].append(hits[pos:pos + len(queries[j])])
-                    pos += len(queries[j])
-            if self.opts.use_context:
-                for j in searched:
-                    idx = chunk[j][1]
-                    ctx = by_idx[idx].context if idx in by_idx else None
-                    if ctx:
-                        found[j].append(self.context_index(idx, ctx).search_many(queries[j], k=self.opts.top_k))
-            done = [(chunk[j][0], queries[j], fuse([ranked for group in found[j] for ranked in group], self.opts.top_k))
-                    for j in ok]
+            queries = {row[0]: o.value for row, o in zip(chunk, outs) if not o.error}
+            found = self.evidence.find(chunk, queries, answers, contexts)
+            done = [(cid, queries[cid], found[cid]) for cid, *_ in chunk if cid in queries]
             errors = [(idx, by_idx[idx].line if idx in by_idx else None, cid,
                        f"query generation failed: {o.error}")
                       for (cid, idx, *_), o in zip(chunk, outs) if o.error]
@@ -282,95 +257,9 @@ class Pipeline:
             bar.update(len(chunk))
         bar.close()
 
-    def source_names(self):
-        """Which corpus document each name refers to (``halucheck.verifiers.tools.sources``); None without a corpus."""
-        if self._source_names is None and self.corpus() is not None:
-            from halucheck.verifiers.tools.sources import SourceNames
-
-            self._source_names = SourceNames.of_index(self.corpus(), root=self.opts.corpus.resolve())
-        return self._source_names
-
-    def look_up_sources(self) -> None:
-        """Claims of kind ``source`` (a document the answer names): the document's opening passage as
-        evidence when the corpus has it, none when it does not (the source check reads that)."""
-        rows = self.store.query("SELECT claim_id, text FROM claims WHERE NOT evidence_done AND kind = 'source'")
-        if not rows:
-            return
-        from halucheck.records import Evidence
-
-        names = self.source_names()
-
-        done = []
-        for cid, name in rows:
-            source = names.resolve(name) if names is not None else None
-            text = (self.corpus().document_text(source) or "") if source else ""
-            first = text[:300]
-            done.append((cid, [], [Evidence(first, source=source, start=0, end=len(first))] if source else []))
-        self.store.save_evidence_batch(done, [], [])
-
-    def cited_documents(self, rows, by_idx: dict) -> dict[str, str]:
-        """claim_id -> the corpus document its sentence names as its source (the first, if several)."""
-        names = self.source_names()
-        if names is None:
-            return {}
-        from halucheck.verifiers.tools.sources import backing_sources, find_sources
-
-        out, refs = {}, {}
-        for cid, idx, _, _, start, end in rows:
-            item = by_idx.get(idx)
-            if item is None or start is None or end is None:
-                continue
-            if idx not in refs:
-                refs[idx] = [(r, names.resolve(r.name)) for r in find_sources(item.answer)]
-            resolved = {r: s for r, s in refs[idx] if s}
-            for r in backing_sources(item.answer, start, end, list(resolved)):
-                out[cid] = resolved[r]
-                break
-        return out
-
-    def document_index(self, source: str):
-        """Passages of one corpus document, searchable (kept for the claims that cite it)."""
-        from halucheck import retrieval
-
-        if self._doc_index is None or self._doc_index[0] != source:  # claims come in answer order: one at a time
-            text = self.corpus().document_text(source) or ""
-            self._doc_index = (source, retrieval.PassageIndex.from_text(text, source=source))
-        return self._doc_index[1]
-
-    def corpus(self):
-        """The corpus index (built or refreshed on first use), or None without --corpus."""
-        if self.opts.corpus is None:
-            return None
-        if self._corpus is None:
-            from halucheck import retrieval
-
-            db = index_path(self.opts.corpus, self.opts.index)
-            report = retrieval.build_index(self.opts.corpus, db, warn=lambda m: self.log(f"warning: {m}"))
-            if not report.chunks:
-                self.log(f"note: the corpus {self.opts.corpus} has no indexable text ({len(report.skipped)} file(s) "
-                         "skipped): claims get evidence only from the items' context, if any")
-            self._corpus = retrieval.Index.open(db)
-        return self._corpus
-
-    def context_index(self, idx: int, context: str):
-        from halucheck import retrieval
-
-        if getattr(self, "_ctx", (None,))[0] != idx:
-            self._ctx = (idx, retrieval.PassageIndex.from_text(context, source=f"context:{idx}"))
-        return self._ctx[1]
-
     # -- stage 3: verify ---------------------------------------------------------------------------
-    def _verify_todo(self) -> list[tuple]:
-        """Claims with evidence and no clean verdict: never verified, no valid verdict, or a failed turn
-        (the valid turns of a failed debate come back from the reply cache; only failed calls are asked)."""
-        return self.store.query(
-            "SELECT c.claim_id, c.text, c.question, coalesce(c.kind, 'knowledge'), v.claim_id IS NOT NULL "
-            "FROM claims c LEFT JOIN verdicts v "
-            "USING (claim_id) WHERE c.evidence_done AND (v.claim_id IS NULL OR v.factuality IS NULL OR c.claim_id IN "
-            "(SELECT claim_id FROM turns WHERE error IS NOT NULL)) ORDER BY c.item_idx, c.ordinal")
-
     def verify(self) -> None:
-        rows = self._verify_todo()
+        rows = self.store.claims_to_verify()
         if not rows:
             return
         evidence = self.store.evidence_for_many([r[0] for r in rows])
@@ -422,20 +311,3 @@ class Pipeline:
         flush([(name, c.llm_calls, c.prompt_tokens, c.completion_tokens, c.cached_tokens, c.wall_s, c.failed_calls)
                for name, c in self.verifier.costs.items()])
         bar.close()
-
-
-def fuse(ranked_lists: list[list[Evidence]], k: int) -> list[Evidence]:
-    """Merge the ranked hits of several queries: dedupe by location, order by reciprocal rank fusion."""
-    from halucheck.retrieval.fuse import rrf
-
-    best: dict[tuple, Evidence] = {}
-    keyed = []
-    for hits in ranked_lists:
-        keys = []
-        for h in hits:
-            key = (h.source, h.start, h.end, h.text if not h.source else "")
-            best.setdefault(key, h)
-            keys.append(key)
-        keyed.append(keys)
-    return [Evidence(best[key].text, best[key].source, best[key].start, best[key].end, round(score, 6))
-            for key, score in rrf(keyed, limit=k)]

@@ -11,7 +11,8 @@ from halucheck.config import Settings
 from halucheck.verifiers.debate import DebateConfig
 from halucheck.engines.fake import FakeEngine
 from halucheck.errors import ConfigError, InputError
-from halucheck.pipeline import Pipeline, RunOptions, fuse
+from halucheck.evidence import fuse
+from halucheck.pipeline import Pipeline, RunOptions
 from halucheck.records import Evidence
 from halucheck.reports import aggregate
 from halucheck.verifiers.scoring import EPS

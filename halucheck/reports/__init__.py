@@ -105,21 +105,17 @@ def build_results(store: "RunStore") -> list[ResultJSON]:
 
     errors_by_item: dict[int, list[str]] = {}
     errors_by_claim: dict[str, str] = {}
-    for idx, cid, stage, msg in store.query(
-            "SELECT item_idx, claim_id, stage, message FROM errors WHERE item_idx IS NOT NULL "
-            "ORDER BY item_idx, line, stage"):
+    for idx, cid, stage, msg in store.item_errors():
         errors_by_item.setdefault(idx, []).append(f"{stage}: {msg}")
         if cid is not None:
             errors_by_claim[cid] = f"{stage}: {msg}"
     # a few whole-table reads, not queries per claim: a report of 100k claims stays seconds
     verdicts, evidence, queries = store.all_verdicts(), store.all_evidence(), store.all_queries()
     claims_by_item: dict[int, list[tuple]] = {}
-    for idx, *claim in store.query(
-            "SELECT item_idx, claim_id, text, question, span_start, span_end FROM claims ORDER BY item_idx, ordinal"):
+    for idx, *claim in store.claims():
         claims_by_item.setdefault(idx, []).append(claim)
     out: list[tuple[int, ResultJSON]] = []
-    for idx, item_id, line, question, answer, claims_done in store.query(
-            "SELECT idx, id, line, question, answer, claims_done FROM items ORDER BY idx"):
+    for idx, item_id, line, question, answer, claims_done in store.items():
         rows = claims_by_item.get(idx, [])
         cov = coverage.measure(answer, [(text, s, e) for _, text, _, s, e in rows])
         claims: list[ClaimJSON] = []
@@ -160,8 +156,7 @@ def build_results(store: "RunStore") -> list[ResultJSON]:
         if errs:
             r["errors"] = errs
         out.append((line, r))
-    for line, stage, msg, item_id in store.query("SELECT line, stage, message, item_id FROM errors "
-                                                 "WHERE item_idx IS NULL AND stage = 'input'"):
+    for line, stage, msg, item_id in store.unusable_lines():
         out.append((line, {"id": item_id or f"line-{line}", "line": line, "hallucinated": None, "max_severity": 0,
                            "score": 0.0, "counts": {}, "claims": [], "errors": [f"input: {msg}"]}))
     out.sort(key=lambda x: x[0])
@@ -222,19 +217,15 @@ def summarize(results: list[ResultJSON], store: "RunStore", since=None) -> dict:
     halluc = [r for r in checked if r["hallucinated"]]
     claims = [c for r in readable for c in r["claims"]]
     stages = {}
-    for stage, calls, pt, ct, cached, wall, failed in store.query(
-            "SELECT stage, sum(calls), sum(prompt_tokens), sum(completion_tokens), sum(cached_tokens), sum(wall_s), "
-            "sum(failed_calls) FROM stage_stats GROUP BY stage ORDER BY min(recorded_at)"):
+    for stage, calls, pt, ct, cached, wall, failed in store.stage_totals():
         stages[stage] = {"llm_calls": int(calls or 0), "prompt_tokens": int(pt or 0),
                          "completion_tokens": int(ct or 0), "cached_tokens": int(cached or 0),
                          "wall_s": round(wall or 0.0, 1), "failed_calls": int(failed or 0)}
     reasons = Counter(_first_failure(r) for r in undecided)
     this_run = None
     if since is not None:  # what this process spent, beside the totals of every run of this folder
-        calls, pt, ct = store.query("SELECT coalesce(sum(calls), 0), coalesce(sum(prompt_tokens), 0), "
-                                    "coalesce(sum(completion_tokens), 0) FROM stage_stats WHERE recorded_at >= ?",
-                                    [since])[0]
-        this_run = {"llm_calls": int(calls), "prompt_tokens": int(pt), "completion_tokens": int(ct)}
+        calls, pt, ct = store.cost_since(since)
+        this_run = {"llm_calls": calls, "prompt_tokens": pt, "completion_tokens": ct}
     return {
         **({"this_run": this_run} if this_run is not None else {}),
         "items": len(results),

@@ -19,7 +19,7 @@ import re
 import threading
 import time
 from pathlib import Path
-from typing import Iterable
+from typing import Iterable, Sequence
 
 from halucheck.store import migrations
 from halucheck.errors import HalucheckError
@@ -393,6 +393,83 @@ class RunStore:
         stats = tuple(stats) + (0,) * (7 - len(stats))
         return [("INSERT INTO stage_stats (stage, calls, prompt_tokens, completion_tokens, cached_tokens, "
                  "wall_s, failed_calls) VALUES (?, ?, ?, ?, ?, ?, ?)", list(stats))]
+
+    # -- what is left to do (the pipeline's resume) ------------------------------------------------
+    def now(self):
+        """The database's clock (stage statistics are stamped with it)."""
+        return self.query("SELECT current_timestamp::TIMESTAMP")[0][0]
+
+    def standing_failures(self) -> list[str]:
+        """Messages of the failures still standing: failed claims or queries stages, failed agent turns."""
+        return [m for (m,) in self.query(
+            "SELECT message FROM errors WHERE stage IN ('filter', 'extract', 'queries') "
+            "UNION ALL SELECT error FROM turns WHERE error IS NOT NULL") if m]
+
+    def pending_counts(self) -> tuple[int, int]:
+        """(answers without claims, claims without evidence)."""
+        (items,), = self.query("SELECT count(*) FROM items WHERE NOT claims_done")
+        (evidence,), = self.query("SELECT count(*) FROM claims WHERE NOT evidence_done")
+        return items, evidence
+
+    def items_with_claims(self) -> set[int]:
+        return {r[0] for r in self.query("SELECT idx FROM items WHERE claims_done")}
+
+    def items_with_errors(self, stages: Sequence[str]) -> set[int]:
+        """Items with an error of one of ``stages`` (an earlier attempt's, replaced by this one's outcome)."""
+        return {r[0] for r in self.query("SELECT DISTINCT item_idx FROM errors WHERE stage IN (SELECT unnest(?))",
+                                         [list(stages)])}
+
+    def claims_with_errors(self) -> set[str]:
+        return {r[0] for r in self.query("SELECT DISTINCT claim_id FROM errors WHERE claim_id IS NOT NULL")}
+
+    def claims_without_evidence(self, kind: str | None = None) -> list[tuple]:
+        """(claim_id, item_idx, text, question, span_start, span_end) of the claims without evidence (of
+        ``kind`` only, if given), in answer order."""
+        where = "NOT evidence_done" + (" AND kind = ?" if kind else "")
+        return self.query("SELECT claim_id, item_idx, text, question, span_start, span_end FROM claims "
+                          f"WHERE {where} ORDER BY item_idx, ordinal", [kind] if kind else [])
+
+    def claims_to_verify(self) -> list[tuple]:
+        """(claim_id, text, question, kind, verified before) of the claims with evidence and no clean verdict:
+        never verified, no valid verdict, or a failed turn."""
+        return self.query(
+            "SELECT c.claim_id, c.text, c.question, coalesce(c.kind, 'knowledge'), v.claim_id IS NOT NULL "
+            "FROM claims c LEFT JOIN verdicts v "
+            "USING (claim_id) WHERE c.evidence_done AND (v.claim_id IS NULL OR v.factuality IS NULL OR c.claim_id IN "
+            "(SELECT claim_id FROM turns WHERE error IS NOT NULL)) ORDER BY c.item_idx, c.ordinal")
+
+    # -- what the reports read -------------------------------------------------------------------
+    def items(self) -> list[tuple]:
+        """(idx, id, line, question, answer, claims_done) of every item, in input order."""
+        return self.query("SELECT idx, id, line, question, answer, claims_done FROM items ORDER BY idx")
+
+    def claims(self) -> list[tuple]:
+        """(item_idx, claim_id, text, question, span_start, span_end) of every claim, in answer order."""
+        return self.query("SELECT item_idx, claim_id, text, question, span_start, span_end FROM claims "
+                          "ORDER BY item_idx, ordinal")
+
+    def item_errors(self) -> list[tuple]:
+        """(item_idx, claim_id, stage, message) of the errors that belong to an item."""
+        return self.query("SELECT item_idx, claim_id, stage, message FROM errors WHERE item_idx IS NOT NULL "
+                          "ORDER BY item_idx, line, stage")
+
+    def unusable_lines(self) -> list[tuple]:
+        """(line, stage, message, item_id) of the input lines that could not be used."""
+        return self.query("SELECT line, stage, message, item_id FROM errors WHERE item_idx IS NULL AND stage = 'input'")
+
+    def stage_totals(self) -> list[tuple]:
+        """(stage, calls, prompt_tokens, completion_tokens, cached_tokens, wall_s, failed_calls) summed over
+        every run of this folder, in the order the stages first ran."""
+        return self.query(
+            "SELECT stage, sum(calls), sum(prompt_tokens), sum(completion_tokens), sum(cached_tokens), sum(wall_s), "
+            "sum(failed_calls) FROM stage_stats GROUP BY stage ORDER BY min(recorded_at)")
+
+    def cost_since(self, since) -> tuple[int, int, int]:
+        """(calls, prompt_tokens, completion_tokens) recorded at or after ``since`` (one process's share)."""
+        calls, pt, ct = self.query("SELECT coalesce(sum(calls), 0), coalesce(sum(prompt_tokens), 0), "
+                                   "coalesce(sum(completion_tokens), 0) FROM stage_stats WHERE recorded_at >= ?",
+                                   [since])[0]
+        return int(calls), int(pt), int(ct)
 
     # -- reading back ----------------------------------------------------------------------------
     def evidence_for(self, claim_id: str) -> list[Evidence]:

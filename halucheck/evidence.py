@@ -1,0 +1,142 @@
+"""Where a claim's evidence comes from, and how several searches become one ranked list.
+
+A claim whose sentence names a corpus document as its source (``(source: products.md)``) is searched in
+that document only; any other claim in the corpus index and in its answer's own context (the input's
+``context`` field). Each search runs every query the claim was given; the hits of all of them are merged
+by reciprocal rank fusion (:func:`fuse`). A claim of kind ``source`` (the name of a document) gets the
+opening of that document as evidence, or none when the corpus has no such document.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Callable, Sequence
+
+from halucheck.config import index_path
+from halucheck.records import Evidence
+
+
+class EvidenceSources:
+    """The corpus index (built or refreshed on first use), the names of its documents, and searchable
+    passages of one cited document and of one item's context at a time (claims come in answer order)."""
+
+    def __init__(self, corpus: Path | None, index: Path | None, top_k: int, use_context: bool = True,
+                 log: Callable[[str], None] = print) -> None:
+        self.corpus_dir, self.index_flag, self.top_k, self.use_context, self.log = corpus, index, top_k, use_context, log
+        self._corpus = None
+        self._names = None
+        self._document: tuple[str, object] | None = None
+        self._context: tuple[int, object] | None = None
+
+    def corpus(self):
+        """The corpus index, or None without a corpus."""
+        if self.corpus_dir is None:
+            return None
+        if self._corpus is None:
+            from halucheck import retrieval
+
+            db = index_path(self.corpus_dir, self.index_flag)
+            report = retrieval.build_index(self.corpus_dir, db, warn=lambda m: self.log(f"warning: {m}"))
+            if not report.chunks:
+                self.log(f"note: the corpus {self.corpus_dir} has no indexable text ({len(report.skipped)} file(s) "
+                         "skipped): claims get evidence only from the items' context, if any")
+            self._corpus = retrieval.Index.open(db)
+        return self._corpus
+
+    def source_names(self):
+        """Which corpus document each name refers to (``halucheck.verifiers.tools.sources``); None without a corpus."""
+        if self._names is None and self.corpus() is not None:
+            from halucheck.verifiers.tools.sources import SourceNames
+
+            self._names = SourceNames.of_index(self.corpus(), root=self.corpus_dir.resolve())
+        return self._names
+
+    def of_source(self, name: str) -> list[Evidence]:
+        """A ``source`` claim's evidence: the opening of the document ``name`` resolves to, none if no document."""
+        names = self.source_names()
+        source = names.resolve(name) if names is not None else None
+        if not source:
+            return []
+        first = (self.corpus().document_text(source) or "")[:300]
+        return [Evidence(first, source=source, start=0, end=len(first))]
+
+    def cited_documents(self, claims: Sequence[tuple], answers: dict[int, str]) -> dict[str, str]:
+        """claim_id -> the corpus document its sentence names as its source (the first, if several), for
+        ``claims`` rows (claim_id, item_idx, text, question, span_start, span_end) of ``answers`` (by item)."""
+        names = self.source_names()
+        if names is None:
+            return {}
+        from halucheck.verifiers.tools.sources import backing_sources, find_sources
+
+        out, refs = {}, {}
+        for cid, idx, _, _, start, end in claims:
+            answer = answers.get(idx)
+            if answer is None or start is None or end is None:
+                continue
+            if idx not in refs:
+                refs[idx] = [(r, names.resolve(r.name)) for r in find_sources(answer)]
+            resolved = {r: s for r, s in refs[idx] if s}
+            for r in backing_sources(answer, start, end, list(resolved)):
+                out[cid] = resolved[r]
+                break
+        return out
+
+    def find(self, claims: Sequence[tuple], queries: dict[str, list[str]], answers: dict[int, str],
+             contexts: dict[int, str | None]) -> dict[str, list[Evidence]]:
+        """Each claim's top-k evidence for its queries (claim_id -> passages), searched where it belongs:
+        its cited document, else the corpus and its item's context. Claims without queries are left out."""
+        cited = self.cited_documents([c for c in claims if c[0] in queries], answers)
+        found: dict[str, list[list[Evidence]]] = {cid: [] for cid, *_ in claims if cid in queries}
+        for cid, source in cited.items():
+            found[cid] += self.document(source).search_many(queries[cid], k=self.top_k)
+        searched = [(cid, idx) for cid, idx, *_ in claims if cid in found and cid not in cited]
+        corpus = self.corpus()
+        if corpus is not None and searched:
+            flat = [q for cid, _ in searched for q in queries[cid]]
+            hits = corpus.search_many(flat, k=self.top_k)
+            pos = 0
+            for cid, _ in searched:
+                found[cid] += hits[pos:pos + len(queries[cid])]
+                pos += len(queries[cid])
+        if self.use_context:
+            for cid, idx in searched:
+                if contexts.get(idx):
+                    found[cid] += self.context(idx, contexts[idx]).search_many(queries[cid], k=self.top_k)
+        return {cid: fuse(ranked, self.top_k) for cid, ranked in found.items()}
+
+    def document(self, source: str):
+        """Passages of one corpus document, searchable (kept for the claims that cite it)."""
+        from halucheck import retrieval
+
+        if self._document is None or self._document[0] != source:
+            text = self.corpus().document_text(source) or ""
+            self._document = (source, retrieval.PassageIndex.from_text(text, source=source))
+        return self._document[1]
+
+    def context(self, idx: int, context: str):
+        """Passages of item ``idx``'s context, searchable."""
+        from halucheck import retrieval
+
+        if self._context is None or self._context[0] != idx:
+            self._context = (idx, retrieval.PassageIndex.from_text(context, source=f"context:{idx}"))
+        return self._context[1]
+
+
+def fuse(ranked_lists: list[list[Evidence]], k: int) -> list[Evidence]:
+    """Merge the ranked hits of several queries: dedupe by location, order by reciprocal rank fusion."""
+    from halucheck.retrieval.fuse import rrf
+
+    best: dict[tuple, Evidence] = {}
+    keyed = []
+    for hits in ranked_lists:
+        keys = []
+        for h in hits:
+            key = (h.source, h.start, h.end, h.text if not h.source else "")
+            best.setdefault(key, h)
+            keys.append(key)
+        keyed.append(keys)
+    return [Evidence(best[key].text, best[key].source, best[key].start, best[key].end, round(score, 6))
+            for key, score in rrf(keyed, limit=k)]
+
+
+__all__ = ["EvidenceSources", "fuse"]
