@@ -50,6 +50,7 @@ class Profile:
 
 ENV_VARS = {
     "HALUCHECK_HOME": "the cache folder: converted models, corpus indexes, compiled reply schemas",
+    "HALUCHECK_MODELS": "the folder of converted models (default: $HALUCHECK_HOME/models)",
     "HALUCHECK_CONFIG": "the models.yaml to use",
     "HALUCHECK_PROFILE": "the profile every role uses (as --profile)",
     "HALUCHECK_INDEX": "the index file of `index`, `search`, `run --corpus` (as --db / --index)",

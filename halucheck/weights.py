@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
 
-from halucheck.config import user_cache_dir
+from halucheck.config import env, user_cache_dir
 from halucheck.errors import ConfigError, HalucheckError, ModelNotInstalled
 
 # Weights are saved in bfloat16. Measured on the 0.5B model (2 shared cores, avx512_bf16, 48 greedy
@@ -109,8 +109,9 @@ class WeightsCorrupt(ModelNotInstalled):
 
 
 def models_dir() -> Path:
-    """Where converted models live: ``user_cache_dir()/models``."""
-    return user_cache_dir() / "models"
+    """Where converted models live: ``$HALUCHECK_MODELS``, else ``user_cache_dir()/models``."""
+    folder = env("HALUCHECK_MODELS")
+    return Path(folder) if folder else user_cache_dir() / "models"
 
 
 def spec_for(name: str) -> ModelSpec:

@@ -19,14 +19,24 @@ def _registries_restored():
         registry.restore(before)
 
 
+# Converted test models are kept between sessions in a cache of the tests' own, never the user's
+# (``$HALUCHECK_TEST_MODELS`` moves it): converting the 0.5B takes a minute, once.
+TEST_MODELS = Path(os.environ.get("HALUCHECK_TEST_MODELS", Path.home() / ".cache" / "halucheck-tests" / "models"))
+
+
+@pytest.fixture(scope="session")
+def _session_home(tmp_path_factory) -> Path:
+    return tmp_path_factory.mktemp("halucheck-home")
+
+
 @pytest.fixture(autouse=True)
-def _isolated_env(monkeypatch, tmp_path_factory):
-    """Keep tests away from the user's config and environment; share one model cache per session."""
-    for var in ("HALUCHECK_PROFILE", "HALUCHECK_CONFIG"):
+def _isolated_env(monkeypatch, _session_home):
+    """Keep tests away from the user's cache, config and environment: every session gets a temporary
+    HALUCHECK_HOME (indexes, calibrators, compiled schemas) and the tests' own model cache."""
+    for var in ("HALUCHECK_PROFILE", "HALUCHECK_CONFIG", "HALUCHECK_INDEX"):
         monkeypatch.delenv(var, raising=False)
-    if "HALUCHECK_HOME" not in os.environ:
-        # converted weights are reused across tests; everything else goes to tmp dirs
-        monkeypatch.setenv("HALUCHECK_HOME", str(Path.home() / ".cache" / "halucheck"))
+    monkeypatch.setenv("HALUCHECK_HOME", str(_session_home))
+    monkeypatch.setenv("HALUCHECK_MODELS", str(TEST_MODELS))
     yield
 
 

@@ -96,6 +96,7 @@ def test_missing_model_package_is_one_line_error(config, tmp_path, monkeypatch):
     missing = dataclasses.replace(weights.KNOWN_MODELS[name], packages=("halucheck-test-no-such-part",))
     monkeypatch.setitem(weights.KNOWN_MODELS, name, missing)
     monkeypatch.setenv("HALUCHECK_HOME", str(tmp_path / "home"))  # nothing converted here
+    monkeypatch.delenv("HALUCHECK_MODELS")
     cfg = tmp_path / "m.yaml"
     cfg.write_text(f"profiles:\n  q:\n    engine: transformers\n    model: {name}\n")
     r = invoke("check", "c", "-e", "e", "--config", cfg)

@@ -29,6 +29,7 @@ class FakeDist:
 @pytest.fixture
 def home(tmp_path, monkeypatch):
     monkeypatch.setenv("HALUCHECK_HOME", str(tmp_path / "home"))
+    monkeypatch.delenv("HALUCHECK_MODELS")  # models under this HALUCHECK_HOME, none converted
     return tmp_path / "home"
 
 
@@ -239,3 +240,20 @@ def test_pip_failure_is_one_line(fake_model, home, monkeypatch):
 def test_cache_dir_follows_halucheck_home(home):
     assert weights.models_dir() == home / "models"
     assert os.fspath(weights.converted_dir("smollm2-135m-instruct")).startswith(os.fspath(home))
+
+
+def test_models_folder_of_its_own(home, tmp_path, monkeypatch):
+    monkeypatch.setenv("HALUCHECK_MODELS", str(tmp_path / "elsewhere"))
+    assert weights.models_dir() == tmp_path / "elsewhere"
+
+
+def test_tests_never_use_the_users_cache():
+    """conftest gives every session a temporary HALUCHECK_HOME and clears HALUCHECK_INDEX."""
+    import platformdirs
+
+    from halucheck.config import user_cache_dir
+
+    user = Path(platformdirs.user_cache_dir("halucheck")).resolve()
+    assert user not in user_cache_dir().resolve().parents and user_cache_dir().resolve() != user
+    assert user not in weights.models_dir().resolve().parents
+    assert "HALUCHECK_INDEX" not in os.environ
