@@ -34,7 +34,7 @@ def step_times(model: str, prompt: int, rows_list: list[int]) -> dict[int, dict[
 
     from halucheck.engines import create_engine
     from halucheck.engines.decode_cache import DecodeLayer
-    from halucheck.engines.transformers import _cache_name, _merge
+    from halucheck.engines.batching import _cache_name, _merge
 
     engine = create_engine("transformers", model=model)
     out = {}
@@ -68,7 +68,7 @@ def attention_times(rows: int, length: int) -> dict[str, float]:
     import torch
     import torch.nn.functional as F
 
-    from halucheck.engines.transformers import _attention
+    from halucheck.engines.attention import _attention
 
     class Layer(torch.nn.Module):
         num_key_value_groups = 6

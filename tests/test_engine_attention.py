@@ -17,7 +17,7 @@ class _Module(torch.nn.Module):
 def test_decode_attention_matches_sdpa(padded):
     from transformers.integrations.sdpa_attention import sdpa_attention_forward
 
-    from halucheck.engines.transformers import _attention
+    from halucheck.engines.attention import _attention
 
     g = torch.Generator().manual_seed(0)
     batch, heads, kv_heads, length, dim = 3, 12, 2, 40, 16
@@ -44,7 +44,7 @@ def test_checking_drafted_tokens_matches_sdpa_with_holes_in_the_rows():
     padding and with holes where rejected drafts were masked out: equal to sdpa with the same mask."""
     from transformers.integrations.sdpa_attention import sdpa_attention_forward
 
-    from halucheck.engines.transformers import _attention
+    from halucheck.engines.attention import _attention
 
     g = torch.Generator().manual_seed(1)
     batch, heads, kv_heads, length, dim, tokens = 2, 12, 2, 30, 16, 4

@@ -51,7 +51,7 @@ def judge(claim: str) -> tuple[dict, ...]:
 
 
 def test_weights_load_in_a_dtype_this_cpu_multiplies_natively(engine):
-    from halucheck.engines.transformers import _native_half_types
+    from halucheck.engines.loading import _native_half_types
 
     assert engine.dtype == ("bfloat16" if "bfloat16" in _native_half_types() else "float32")
     assert str(engine.hf_model.lm_head.weight.dtype) == f"torch.{engine.dtype}"
@@ -457,7 +457,7 @@ def test_drafted_tokens_give_the_same_greedy_replies(engine32, monkeypatch):
     from halucheck.engines import SamplingParams
     from halucheck.engines.decode_cache import DecodeLayer
     from halucheck.engines.drafts import NGramDrafter
-    from halucheck.engines.transformers import _Batch
+    from halucheck.engines.batching import _Batch
 
     engine = engine32
     first, later = _debate_requests(1)

@@ -10,7 +10,7 @@ import torch
 
 from halucheck.engines import Request, SamplingParams
 from halucheck.engines import ngrams
-from halucheck.engines import transformers as tf
+from halucheck.engines.constrained import _Penalties, _Row
 from halucheck.engines.openai_server import OpenAIServerEngine
 
 MSG = ({"role": "user", "content": "x"},)
@@ -18,7 +18,7 @@ MSG = ({"role": "user", "content": "x"},)
 
 def test_penalties_follow_vllm_definitions():
     s = SamplingParams(repetition_penalty=2.0, frequency_penalty=0.5, presence_penalty=0.25)
-    p = tf._Penalties(s, prompt=[1])  # token 1 in the prompt, tokens 2, 2 in the reply
+    p = _Penalties(s, prompt=[1])  # token 1 in the prompt, tokens 2, 2 in the reply
     p.add(2)
     p.add(2)
     row = torch.tensor([1.0, 4.0, -2.0, 3.0])
@@ -29,7 +29,7 @@ def test_penalties_follow_vllm_definitions():
 
 
 def test_no_repeat_ngram_bans_the_continuation_of_a_seen_ngram():
-    p = tf._Penalties(SamplingParams(no_repeat_ngram_size=3), prompt=[5, 6, 7, 5])
+    p = _Penalties(SamplingParams(no_repeat_ngram_size=3), prompt=[5, 6, 7, 5])
     p.add(6)  # history ... 5, 6: the 3-gram (5, 6, 7) is in the prompt, so 7 is banned next
     row = torch.zeros(10)
     p.apply(row, None)
@@ -47,22 +47,22 @@ def test_no_repeat_ngram_lets_the_reply_quote_the_claim_and_evidence():
         p.apply(row, None)
         return row
 
-    strict = tf._Penalties(SamplingParams(no_repeat_ngram_size=4), prompt=seen)
-    quoting = tf._Penalties(SamplingParams(no_repeat_ngram_size=4), prompt=seen, quote=quote)
+    strict = _Penalties(SamplingParams(no_repeat_ngram_size=4), prompt=seen)
+    quoting = _Penalties(SamplingParams(no_repeat_ngram_size=4), prompt=seen, quote=quote)
     # the reply so far ends 5, 6, 7: 8 would repeat the other agent's 4-gram (5, 6, 7, 8)
     assert bool(after(strict, [5, 6, 7])[8] == float("-inf"))
     # ... but 8 is a word of the claim: free to use ("the tower is in Paris" after another agent said it)
     assert torch.isfinite(after(quoting, [5, 6, 7])[8])
     # a word the claim does not have stays banned: (1, 2, 3) -> 4 repeats the agent
-    assert bool(after(tf._Penalties(SamplingParams(no_repeat_ngram_size=4), prompt=seen, quote=quote),
+    assert bool(after(_Penalties(SamplingParams(no_repeat_ngram_size=4), prompt=seen, quote=quote),
                       [1, 2, 3])[4] == float("-inf"))
     # and the reply can never loop, even on the claim's words: 20 7 8 20 7 -> 8 is banned
-    assert bool(after(tf._Penalties(SamplingParams(no_repeat_ngram_size=3), prompt=seen, quote=quote),
+    assert bool(after(_Penalties(SamplingParams(no_repeat_ngram_size=3), prompt=seen, quote=quote),
                       [20, 7, 8, 20, 7])[8] == float("-inf"))
 
 
 def test_no_repeat_ngram_never_bans_every_allowed_token():
-    p = tf._Penalties(SamplingParams(no_repeat_ngram_size=2), prompt=[3, 4])
+    p = _Penalties(SamplingParams(no_repeat_ngram_size=2), prompt=[3, 4])
     p.add(3)  # (3, 4) seen: 4 would be banned, but the schema allows only 4
     allowed = torch.zeros(6, dtype=torch.bool)
     allowed[4] = True
@@ -80,7 +80,7 @@ def _row(regex: str | None, sampling: SamplingParams, prompt: list[int]):
     vocab = Vocabulary(9, {"x": [1], "y": [2], "t": [3], "f": [4]})
     index = Index(regex, vocab) if regex else None
     request = Request(MSG, sampling=sampling, logprobs=True)
-    return tf._Row(request, prompt, None, Future(), 0.0, index=index, eos_ids=[9], seen=prompt)
+    return _Row(request, prompt, None, Future(), 0.0, index=index, eos_ids=[9], seen=prompt)
 
 
 def test_penalties_apply_in_free_text_only_and_logprobs_come_before_them(monkeypatch):
@@ -177,7 +177,7 @@ def test_an_agent_may_repeat_the_claim_and_the_passages_names_and_numbers_only()
 
 def test_penalties_spare_the_words_the_reply_may_quote():
     # the claim's number is token 7; the other agents and the reply itself already used 7 and 8
-    p = tf._Penalties(SamplingParams(repetition_penalty=2.0, frequency_penalty=1.0), prompt=[7, 8], quote=[7])
+    p = _Penalties(SamplingParams(repetition_penalty=2.0, frequency_penalty=1.0), prompt=[7, 8], quote=[7])
     p.add(7)
     p.add(8)
     row = torch.full((10,), 4.0)
