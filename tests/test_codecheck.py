@@ -10,16 +10,9 @@ import pytest
 
 from halucheck.verifiers.tools import code as codecheck
 from halucheck.verifiers.tools import sandbox
-from halucheck.verifiers.tools.code import (
-    CodeCheck,
-    Output,
-    entry_point,
-    parse_call,
-    program_of,
-    reference_of,
-    run_program,
-    signature_of,
-)
+from halucheck.verifiers.tools.code import CodeCheck
+from halucheck.verifiers.tools.code_run import Output, reference_of, run_program
+from halucheck.verifiers.tools.code_source import entry_point, parse_call, program_of, signature_of
 from halucheck.config import Settings
 from halucheck.engines import register
 from halucheck.engines.fake import FakeEngine

@@ -43,7 +43,7 @@ Per set (name: source file, unit, evidence, label mapping):
   question = the HumanEval prompt (signature and docstring), ``meta["entry_point"]`` the function to test,
   for the ``code`` verifier; no evidence (the code is run); response ``label: false`` -> hallucinated. An
   answer that does not define the entry point itself (a bare function body, or only a helper) is prefixed
-  with the prompt (:func:`halucheck.verifiers.tools.code.program_of`), so the claim is the program that runs; the
+  with the prompt (:func:`halucheck.verifiers.tools.code_source.program_of`), so the claim is the program that runs; the
   answer as written stays in ``meta["response"]`` when it differs.
 - ``factcheck-gpt``: ``factcheck-gpt/subtasks/subtask4_claim_factuality.jsonl`` (661 claims); evidence
   = the claim's own 5 retrieved passages from ``subtask3_claim_evidence_stance.jsonl`` (joined on the
@@ -296,7 +296,7 @@ def _sci_response_meta(r: dict) -> dict:
 
 
 def _factool_code(root: Path) -> Iterator[EvalItem]:
-    from halucheck.verifiers.tools.code import program_of
+    from halucheck.verifiers.tools.code_source import program_of
 
     for pos, r in enumerate(_jsonl(_folder(root, "factool") / "code.jsonl")):
         code = program_of(r["prompt"], r["response"], r["entry_point"])

@@ -10,8 +10,9 @@ signature with its docstring, as in HumanEval, or a description). :class:`CodeCh
    request each, a seed apiece, reply ``{"code": "<source>"}``). Identical requests (answers to the same
    task) are sent once.
 2. **Execution**: the answer and every solution run in the sandbox (:func:`halucheck.verifiers.tools.sandbox.run_python`),
-   one run per program with all inputs. The program run there is the fixed :data:`HARNESS`; the task, the
-   code and the inputs reach it as JSON on its stdin and are compiled and called only inside the sandbox.
+   one run per program with all inputs. The program run there is the fixed
+   :data:`~halucheck.verifiers.tools.code_run.HARNESS`; the task, the code and the inputs reach it as JSON
+   on its stdin and are compiled and called only inside the sandbox.
    Nothing the model or the answer wrote is ever executed in this process (here it is only parsed with
    :mod:`ast`). Each call has :attr:`CodeCheck.input_timeout_s` seconds; the run as a whole has that per
    input plus a margin, and outputs already printed survive a run that is killed.
@@ -28,7 +29,7 @@ Decoding is the check's own: greedy for the test inputs, ``VerifierOptions.sampl
 :attr:`CodeCheck.solution_tokens`). The ``initial`` role's ``sampling:`` settings are not applied: they are
 tuned for the debate's prose, and a repetition penalty or an n-gram ban breaks code, which repeats itself.
 
-Outputs are compared in a canonical form (:func:`_canon` in the harness): floats to 9 significant digits and
+Outputs are compared in a canonical form (``_canon`` in the harness): floats to 9 significant digits and
 ``2.0`` as ``2`` (HumanEval compares with ``==``), sets and dicts sorted, long outputs by a hash.
 
 Severity (0-5, as the debate's): 0 factual; **3** a wrong output (the code runs but computes something
@@ -46,17 +47,14 @@ The entry point is ``check.meta["entry_point"]`` when given; else the function t
 (the last top-level ``def`` of the task whose body is only a docstring, else its last top-level ``def``: in
 HumanEval helpers such as ``poly`` come first); else, for a task in prose, the answer's last top-level
 ``def``, whose signature the model is then given.
+
+Reading code and test inputs (``ast`` only) is in :mod:`halucheck.verifiers.tools.code_source`; running
+programs in the sandbox and the majority reference in :mod:`halucheck.verifiers.tools.code_run`.
 """
 
 from __future__ import annotations
 
-import ast
-import json
-import re
-import secrets
-import textwrap
 import time
-from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Sequence
@@ -67,6 +65,18 @@ from halucheck.errors import ConfigError
 from halucheck.prompts import load as load_prompts
 from halucheck.records import Check, Turn, Verdict
 from halucheck.verifiers.base import Cost, Verifier, failed_verdict
+from halucheck.verifiers.tools.code_run import Output, _short, reference_of, run_program
+from halucheck.verifiers.tools.code_source import (
+    MAX_CODE_CHARS,
+    _defs,
+    _parse,
+    code_of,
+    entry_point,
+    parse_call,
+    program_of,
+    signature_of,
+    syntax_error,
+)
 
 if TYPE_CHECKING:
     from halucheck.engines.pool import EnginePool
@@ -74,349 +84,7 @@ if TYPE_CHECKING:
 ROLE = "initial"
 SEVERITY_WRONG = 3  # runs, but returns something other than the reference
 SEVERITY_CRASH = 4  # raises, times out or does not load where the reference has a value
-# Length caps are checked after parsing, not written into the reply schemas: a string bounded as
-# {0,6000} in the schema's regex takes structured-output backends minutes and gigabytes to compile (vLLM's
-# outlines backend timed out at 120 s, then its engine was killed for memory). max_tokens bounds the reply.
-MAX_INPUT_CHARS = 400  # one test input as written by the model
-MAX_CODE_CHARS = 6000  # one solution
-MAX_SHOWN = 80  # characters of a value or a call in the trace
 SEED_STEP = 100  # solution j is sampled with seed + SEED_STEP * (j + 1)
-
-_FENCE = re.compile(r"```[ \t]*(?:python3?|py)?[ \t]*\n(.*?)```", re.DOTALL | re.IGNORECASE)
-
-
-# ---------------------------------------------------------------- the program run in the sandbox
-
-# Fixed text: what it runs comes as data on stdin ({"marker", "setup", "code", "entry", "calls",
-# "timeout"}). It runs the task (its imports and helpers), then the code, then calls the entry point on
-# every input under an alarm, and prints one line per input: the marker, then {"i", "value"} (the result
-# in canonical form) or {"i", "error"} (the exception's type, "Timeout", or why the code cannot be called).
-# The code's own prints go nowhere; the marker keeps a stray write to the real stdout from passing as a
-# result.
-HARNESS = r'''
-import ast
-import hashlib
-import io
-import json
-import math
-import signal
-import sys
-import types
-
-_JOB = json.loads(sys.stdin.read())
-_OUT = sys.stdout
-_MARK = _JOB["marker"]
-_LIMIT = float(_JOB["timeout"])
-_LONG = 200
-
-
-class _Timeout(BaseException):
-    pass
-
-
-def _alarm(signum, frame):
-    raise _Timeout()
-
-
-class _Sink(io.TextIOBase):
-    def write(self, text):
-        return len(text)
-
-
-def _emit(i, key, text):
-    _OUT.write(_MARK + json.dumps({"i": i, key: text}) + "\n")
-    _OUT.flush()
-
-
-def _limited(fn):
-    signal.setitimer(signal.ITIMER_REAL, _LIMIT)
-    try:
-        return fn()
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-
-
-def _name(exc):
-    try:
-        return str(type(exc).__name__)
-    except BaseException:
-        return "Exception"
-
-
-def _canon(x, depth=0):
-    if depth > 30:
-        return "..."
-    if x is None or isinstance(x, (bool, str, bytes)):
-        return repr(x)
-    if isinstance(x, int):
-        try:
-            return repr(x)
-        except ValueError:
-            return hex(x)
-    if isinstance(x, float):
-        if math.isnan(x):
-            return "nan"
-        if math.isinf(x):
-            return repr(x)
-        if x.is_integer() and abs(x) < 2 ** 53:
-            return repr(int(x))
-        return repr(float("%.9g" % x))
-    if isinstance(x, complex):
-        return "complex(" + _canon(x.real, depth + 1) + ", " + _canon(x.imag, depth + 1) + ")"
-    if isinstance(x, list):
-        return "[" + ", ".join(_canon(v, depth + 1) for v in x) + "]"
-    if isinstance(x, tuple):
-        return "(" + ", ".join(_canon(v, depth + 1) for v in x) + ("," if len(x) == 1 else "") + ")"
-    if isinstance(x, (set, frozenset)):
-        return type(x).__name__ + "({" + ", ".join(sorted(_canon(v, depth + 1) for v in x)) + "})"
-    if isinstance(x, dict):
-        return "{" + ", ".join(sorted(_canon(k, depth + 1) + ": " + _canon(v, depth + 1) for k, v in x.items())) + "}"
-    if isinstance(x, types.GeneratorType):
-        return "generator:" + _canon(list(x), depth + 1)
-    text = repr(x)
-    if " at 0x" in text:
-        text = "<object>"
-    return _name(x) + ":" + text
-
-
-def _shown(text):
-    if len(text) <= _LONG:
-        return text
-    digest = hashlib.sha256(text.encode("utf-8", "replace")).hexdigest()[:16]
-    return text[:160] + "... (%d chars, sha256 %s)" % (len(text), digest)
-
-
-def _parse(call):
-    node = ast.parse(call, mode="eval").body
-    return ([ast.literal_eval(a) for a in node.args],
-            {k.arg: ast.literal_eval(k.value) for k in node.keywords})
-
-
-signal.signal(signal.SIGALRM, _alarm)
-sys.stdout = _Sink()
-sys.stderr = _Sink()
-sys.stdin = io.StringIO("")
-_ns = {"__name__": "__solution__", "__builtins__": __builtins__}
-_stub = None
-_broken = None
-if _JOB["setup"] is not None:
-    try:
-        _limited(lambda: exec(compile(_JOB["setup"], "<task>", "exec"), _ns))
-    except BaseException:
-        pass
-    _stub = _ns.get(_JOB["entry"])
-try:
-    _limited(lambda: exec(compile(_JOB["code"], "<code>", "exec"), _ns))
-except BaseException as exc:
-    _broken = "does not load: " + _name(exc)
-_fn = _ns.get(_JOB["entry"])
-if _broken is None and (_fn is None or _fn is _stub):
-    _broken = "does not define " + _JOB["entry"]
-elif _broken is None and not callable(_fn):
-    _broken = _JOB["entry"] + " is not callable"
-for _i, _call in enumerate(_JOB["calls"]):
-    if _broken is not None:
-        _emit(_i, "error", _broken)
-        continue
-    try:
-        _args, _kwargs = _parse(_call)
-        _value = _limited(lambda: _shown(_canon(_fn(*_args, **_kwargs))))
-    except _Timeout:
-        _emit(_i, "error", "Timeout")
-    except BaseException as exc:
-        _emit(_i, "error", _name(exc))
-    else:
-        _emit(_i, "value", _value)
-'''
-
-
-@dataclass(frozen=True)
-class Output:
-    """What one program did on one input: ``value`` (canonical form) or ``error`` (why there is none)."""
-
-    value: str | None = None
-    error: str | None = None
-
-    def shown(self) -> str:
-        return _short(self.value) if self.value is not None else f"error {self.error}"
-
-
-def run_program(setup: str | None, code: str, entry: str, calls: Sequence[str], input_timeout_s: float = 2.0,
-                memory_mb: int = 512) -> list[Output]:
-    """Run ``code`` (after ``setup``, the task's own source) in the sandbox and call ``entry`` on every
-    call of ``calls`` (``entry(<literal arguments>)``, as :func:`parse_call` returns them). One Output per
-    call; an input the run never reached (it was killed) says how the run ended."""
-    if not calls:
-        return []
-    marker = secrets.token_hex(16)
-    job = {"marker": marker, "setup": setup, "code": code, "entry": entry, "calls": list(calls),
-           "timeout": input_timeout_s}
-    budget = input_timeout_s * (len(calls) + 2) + 5.0
-    limits = sandbox.Limits(wall_s=budget, cpu_s=budget, memory_mb=memory_mb, output_bytes=1_000_000)
-    result = sandbox.run_python(HARNESS, stdin=json.dumps(job), limits=limits)
-    outputs: dict[int, Output] = {}
-    for line in result.stdout.splitlines():
-        if not line.startswith(marker):
-            continue
-        try:
-            record = json.loads(line[len(marker):])
-            i = int(record["i"])
-        except (ValueError, KeyError, TypeError):
-            continue
-        if 0 <= i < len(calls) and i not in outputs:
-            value, error = record.get("value"), record.get("error")
-            outputs[i] = Output(value=str(value)) if value is not None else Output(error=str(error or "no output"))
-    if result.killed_reason is not None:
-        missing = f"killed ({result.killed_reason})"
-    else:
-        missing = f"no output (the program exited with code {result.returncode})"
-    return [outputs.get(i, Output(error=missing)) for i in range(len(calls))]
-
-
-# ---------------------------------------------------------------- reading code and test inputs (ast only)
-
-
-def code_of(text: str) -> str:
-    """The code in ``text``: the contents of its Markdown code blocks if it has any, else the text."""
-    blocks = _FENCE.findall(text or "")
-    return "\n\n".join(b.strip("\n") for b in blocks) if blocks else (text or "")
-
-
-def _parse(source: str) -> ast.Module | None:
-    try:
-        return ast.parse(source)
-    except (SyntaxError, ValueError, RecursionError, MemoryError):
-        return None
-
-
-def _module_return(tree: ast.Module) -> ast.AST | None:
-    """A ``return`` or ``yield`` outside any function (the parser accepts one; compiling it fails)."""
-    todo: list[ast.AST] = list(tree.body)
-    while todo:
-        node = todo.pop()
-        if isinstance(node, (ast.Return, ast.Yield, ast.YieldFrom)):
-            return node
-        if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
-            todo.extend(ast.iter_child_nodes(node))
-    return None
-
-
-def syntax_error(source: str) -> str | None:
-    """None when ``source`` parses as Python, else a one-line reason (parsing only, nothing runs)."""
-    try:
-        tree = ast.parse(source)
-    except SyntaxError as exc:
-        return f"SyntaxError: {exc.msg} (line {exc.lineno})"
-    except (ValueError, RecursionError, MemoryError) as exc:
-        return f"{type(exc).__name__}: cannot parse"
-    stray = _module_return(tree)
-    if stray is not None:
-        what = "return" if isinstance(stray, ast.Return) else "yield"
-        return f"SyntaxError: '{what}' outside function (line {getattr(stray, 'lineno', '?')})"
-    return None
-
-
-def _defs(source: str | None) -> list[ast.FunctionDef | ast.AsyncFunctionDef]:
-    tree = _parse(source) if source else None
-    return [n for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))] if tree else []
-
-
-def _is_stub(node: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
-    """A def whose body is only a docstring (and perhaps ``pass`` or ``...``): the function to write."""
-    rest = [s for s in node.body if not (isinstance(s, ast.Pass) or (
-        isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant) and isinstance(s.value.value, (str, type(...)))))]
-    return not rest
-
-
-def entry_point(task: str | None, answer: str, meta: dict | None = None) -> str | None:
-    """The function to test: ``meta["entry_point"]``; else the task's function left to write (its last
-    top-level stub, else its last top-level def); else the answer's last top-level def; else None."""
-    given = (meta or {}).get("entry_point")
-    if isinstance(given, str) and given.isidentifier():
-        return given
-    task_defs = _defs(task)
-    if task_defs:
-        stubs = [d for d in task_defs if _is_stub(d)]
-        return (stubs or task_defs)[-1].name
-    answer_defs = _defs(code_of(answer))
-    return answer_defs[-1].name if answer_defs else None
-
-
-def signature_of(source: str, name: str) -> str | None:
-    """``def name(args)`` of the last top-level def of ``name`` in ``source``, or None."""
-    for node in reversed(_defs(source)):
-        if node.name == name:
-            returns = f" -> {ast.unparse(node.returns)}" if node.returns is not None else ""
-            return f"def {name}({ast.unparse(node.args)}){returns}"
-    return None
-
-
-def is_full_definition(answer: str, entry: str) -> bool:
-    """Whether ``answer`` has a top-level ``def entry(`` line (read as text, so code with a syntax error
-    elsewhere still counts as a definition of its own)."""
-    return re.search(rf"^(?:async[ \t]+)?def[ \t]+{re.escape(entry)}[ \t]*\(", answer, re.MULTILINE) is not None
-
-
-def program_of(task: str | None, answer: str, entry: str) -> str:
-    """The answer as a program: the answer itself when it defines ``entry`` in full; else (a function
-    body, as HumanEval completions are) the task's source followed by the answer, re-indented under the
-    task's def when the body lost its indentation. A task that is not Python is never prepended."""
-    answer = code_of(answer)
-    if not task or is_full_definition(answer, entry) or _parse(task) is None:
-        return answer
-    head = task.rstrip("\n") + "\n"
-    body = answer.strip("\n")
-    lines = body.splitlines()
-    candidates = [body, textwrap.indent(textwrap.dedent(body), "    ")]
-    rest = [ln for ln in lines[1:] if ln.strip()]
-    if lines and rest and not lines[0][:1].isspace():  # first line stripped of the indentation the rest keeps
-        indent = min(len(ln) - len(ln.lstrip()) for ln in rest)
-        if indent:
-            candidates.append("\n".join([" " * indent + lines[0], *lines[1:]]))
-    for candidate in candidates:
-        if syntax_error(head + candidate + "\n") is None:
-            return head + candidate + "\n"
-    return head + body + "\n"
-
-
-def parse_call(text: str, entry: str) -> str | None:
-    """A model-written test input as the call ``entry(...)`` to run, or None when it is not literal
-    arguments. Takes the arguments alone (``"[1, 2], 3"``) or a whole call of ``entry``; every argument
-    must be a literal for :func:`ast.literal_eval` (nothing else reads it, here or in the sandbox)."""
-    text = (text or "").strip()
-    if not text or len(text) > MAX_INPUT_CHARS:
-        return None
-    for candidate in (text, f"{entry}({text})"):
-        try:
-            node = ast.parse(candidate, mode="eval").body
-        except (SyntaxError, ValueError, RecursionError, MemoryError):
-            continue
-        if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == entry):
-            continue
-        if any(isinstance(a, ast.Starred) for a in node.args) or any(k.arg is None for k in node.keywords):
-            continue
-        try:
-            for value in [*node.args, *(k.value for k in node.keywords)]:
-                ast.literal_eval(value)
-        except (ValueError, TypeError, SyntaxError, RecursionError, MemoryError):
-            continue
-        return ast.unparse(node)
-    return None
-
-
-def reference_of(outputs: Sequence[Output], requested: int) -> tuple[str | None, int]:
-    """(the majority value, its votes): a value returned by more than half of the ``requested``
-    solutions, else (None, the top value's votes)."""
-    votes = Counter(o.value for o in outputs if o.value is not None)
-    if not votes:
-        return None, 0
-    value, count = votes.most_common(1)[0]
-    return (value if 2 * count > requested else None), count
-
-
-def _short(text: str, limit: int = MAX_SHOWN) -> str:
-    text = " ".join(str(text).split())
-    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 # ---------------------------------------------------------------- the verifier
@@ -679,5 +347,4 @@ class CodeCheck(Verifier):
                        p_hallucinated=1.0, verifier=self.name)
 
 
-__all__ = ["HARNESS", "CodeCheck", "Output", "code_of", "entry_point", "is_full_definition", "parse_call",
-           "program_of", "reference_of", "run_program", "signature_of", "syntax_error"]
+__all__ = ["CodeCheck"]
