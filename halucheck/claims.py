@@ -341,7 +341,7 @@ def calculations(text: str) -> list[tuple[str, int, int]]:
 def citations(text: str) -> list[tuple[str, int, int, str]]:
     """The reference-shaped citations in ``text`` (:func:`halucheck.verifiers.tools.citations.find_citations`) as (exact
     text, start, end, cited title): each becomes a ``citation`` claim, looked up in the bibliography."""
-    from halucheck.verifiers.tools.citations import find_citations
+    from halucheck.verifiers.tools.citations.finder import find_citations
 
     return [(text[s:e], s, e, c.title) for c, (s, e) in find_citations(text)]
 

@@ -10,21 +10,13 @@ import time
 import pytest
 from typer.testing import CliRunner
 
-from halucheck.verifiers.tools.citations import (
-    Bibliography,
-    Citation,
-    CitationVerifier,
-    TITLE_THRESHOLD,
-    Work,
-    find_citations,
-    latex_to_text,
-    load_bibliography,
-    match,
-    parse_citation,
-    split_authors,
-    title_similarity,
-    write_csl_json,
-)
+from halucheck.verifiers.tools.citations.bibliography import Bibliography, load_bibliography
+from halucheck.verifiers.tools.citations.finder import find_citations, parse_citation
+from halucheck.verifiers.tools.citations.formats import latex_to_text, write_csl_json
+from halucheck.verifiers.tools.citations.match import TITLE_THRESHOLD, match, title_similarity
+from halucheck.verifiers.tools.citations.names import split_authors
+from halucheck.verifiers.tools.citations.records import Citation, Work
+from halucheck.verifiers.tools.citations.verifier import CitationVerifier
 from halucheck.cli import app
 from halucheck.errors import ConfigError, InputError
 from halucheck.evaluation import harness

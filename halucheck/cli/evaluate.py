@@ -117,7 +117,7 @@ def eval_cmd(
             bibliography=str(bibliography) if bibliography is not None else None,
         )
         if bibliography is not None:
-            from halucheck.verifiers.tools.citations import load_bibliography
+            from halucheck.verifiers.tools.citations.bibliography import load_bibliography
 
             problems = load_bibliography(bibliography).warnings  # read once here; the verifier reuses it
             for problem in problems[:20]:

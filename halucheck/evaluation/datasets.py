@@ -94,7 +94,7 @@ from halucheck.errors import InputError
 from halucheck.registry import Registry
 
 if TYPE_CHECKING:
-    from halucheck.verifiers.tools.citations import Bibliography
+    from halucheck.verifiers.tools.citations.bibliography import Bibliography
 
 ENV_VAR = "HALUCHECK_DATASETS"
 SPLITS = ("dev", "test", "all")
@@ -318,7 +318,9 @@ def factool_sci_bibliography(root: str | os.PathLike | None = None) -> "Bibliogr
     true (real and correct), of all splits, once each (same title, authors and year). It holds every
     true citation by construction, so an eval with it measures matching, not discovery (see the module
     docstring)."""
-    from halucheck.verifiers.tools.citations import Bibliography, Work, split_authors
+    from halucheck.verifiers.tools.citations.bibliography import Bibliography
+    from halucheck.verifiers.tools.citations.names import split_authors
+    from halucheck.verifiers.tools.citations.records import Work
 
     base = dataset_root(root)
     works: list[Work] = []

@@ -253,7 +253,7 @@ def dataset_bibliography(datasets: Sequence[str], verifier: str, options: Verifi
     makers = list(dict.fromkeys(BIBLIOGRAPHIES[d] for d in datasets if d in BIBLIOGRAPHIES))
     if not makers:
         return options
-    from halucheck.verifiers.tools.citations import write_csl_json
+    from halucheck.verifiers.tools.citations.formats import write_csl_json
 
     works = [w for make in makers for w in make(None)]
     path = write_csl_json(works, out / BIBLIOGRAPHY_FILE)

@@ -36,7 +36,7 @@ VERIFIERS.register("consistency", "halucheck.verifiers.judges:Consistency")
 VERIFIERS.register("collab-cal", "halucheck.verifiers.collab:CollabCal")
 VERIFIERS.register("nli", "halucheck.verifiers.nli:NLI")
 VERIFIERS.register("arith", "halucheck.verifiers.tools.arith:ArithVerifier")
-VERIFIERS.register("citation", "halucheck.verifiers.tools.citations:CitationVerifier")
+VERIFIERS.register("citation", "halucheck.verifiers.tools.citations.verifier:CitationVerifier")
 VERIFIERS.register("code", "halucheck.verifiers.tools.code:CodeCheck")
 VERIFIERS.register("source", "halucheck.verifiers.tools.sources:SourceVerifier")
 
