@@ -56,12 +56,30 @@ def sentences(text: str, line_breaks: bool = True) -> list[str]:
     return [text[s:e] for s, e in sentence_spans(text, line_breaks)]
 
 
+# scikit-learn's list holds words that change what a statement or a title says (negations, quantities,
+# numbers and order, time and place relations, a few content words): they are never stop words here, so
+# "not", "before", "two" or "Too" in "... Multitask Learners Too" count as content.
+MEANINGFUL = frozenset("""
+    no not nor never none nobody noone nothing nowhere neither cannot cant couldnt hasnt without except
+    all any both each every few many more most much less least several some too very enough only whole alone
+    one two three four five six eight nine ten eleven twelve fifteen twenty forty fifty sixty hundred
+    first third last next former formerly latter latterly
+    before after above below under over between against behind beyond across along among amongst around
+    during since until within toward towards through throughout thru up down out off onto upon beside besides
+    front back top bottom side always often sometimes sometime ever again already still yet once
+    afterwards beforehand meanwhile hereafter thereafter whereafter
+    bill call cry describe detail fill find fire found full empty interest mill move name part put see
+    serious show system take thick thin give get go keep made sincere amount
+""".split())
+
+
 @lru_cache(maxsize=1)
 def stop_words() -> frozenset[str]:
-    """English function words: scikit-learn's list, plus the small talk of chat answers ("sure", "well")."""
+    """English function words: scikit-learn's list less :data:`MEANINGFUL`, plus the small talk of chat
+    answers ("sure", "well")."""
     from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
 
-    return frozenset(ENGLISH_STOP_WORDS) | {"also", "just", "like", "yes", "sure", "well"}
+    return (frozenset(ENGLISH_STOP_WORDS) - MEANINGFUL) | {"also", "just", "like", "yes", "sure", "well"}
 
 
-__all__ = ["sentence_spans", "sentences", "stop_words"]
+__all__ = ["MEANINGFUL", "sentence_spans", "sentences", "stop_words"]

@@ -45,7 +45,7 @@ def test_a_claim_alone_in_its_sentence_spans_the_sentence():
     answer = "Varenholt employs about 340 people. Most work in Oulu."
     cov = measure(answer, located(answer, ["Varenholt employs about 340 people."]))
     assert answer[slice(*cov.spans[0])] == "Varenholt employs about 340 people."
-    assert kinds(answer, cov) == {"work in Oulu": NOT_CHECKED}  # a whole sentence without a claim
+    assert kinds(answer, cov) == {"Most work in Oulu": NOT_CHECKED}  # a whole sentence without a claim ("Most" says how many)
 
 
 def test_dialogue_is_subjective_and_a_lone_adverb_is_filler():
@@ -80,3 +80,12 @@ def test_passages_the_agents_cited_are_counted():
                   error="invalid JSON")]
     assert [e["cited_by"] for e in cited(ev, chain)] == [2, 0, 1]
     assert [e["cited_by"] for e in cited(ev, [])] == [0, 0, 0]
+
+
+def test_words_that_change_a_statement_are_never_stop_words():
+    from halucheck.text import stop_words
+
+    for word in ("not", "never", "two", "first", "before", "most", "too", "without"):
+        assert word not in stop_words()
+    for word in ("the", "and", "which", "is", "sure"):
+        assert word in stop_words()

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from halucheck.errors import InputError
+from halucheck.text import stop_words
 from halucheck.verifiers.tools.citations.formats import parse_bibtex, parse_csl_json, parse_csv
 from halucheck.verifiers.tools.citations.names import _parse_name, normalize_title
 from halucheck.verifiers.tools.citations.records import Work
@@ -96,11 +97,9 @@ class Bibliography:
 
 
 
-_STOP = frozenset("a an the of and or in on for to with by from at is are as its via into".split())
-
 
 def _index_words(norm: str) -> set[str]:
-    return {w for w in norm.split() if w not in _STOP and (len(w) >= 3 or w.isdigit())}
+    return {w for w in norm.split() if w not in stop_words() and (len(w) >= 3 or w.isdigit())}
 
 
 _CACHE: dict[tuple[str, int, int], Bibliography] = {}

@@ -22,7 +22,8 @@ import re
 from dataclasses import dataclass
 from typing import Literal, Sequence
 
-from halucheck.verifiers.tools.citations.bibliography import _STOP, Bibliography
+from halucheck.text import stop_words
+from halucheck.verifiers.tools.citations.bibliography import Bibliography
 from halucheck.verifiers.tools.citations.names import (_Name, _parse_name, _same_person, fold, normalize_title,
                                                        surname)
 from halucheck.verifiers.tools.citations.records import Citation, Work
@@ -67,7 +68,7 @@ def _content_words(title: str) -> list[str]:
     """A title's words that carry content: folded, hyphens and apostrophes closed up (``multi-task`` ->
     ``multitask``), stop words and one- or two-letter words left out (numbers kept)."""
     text = re.sub(r"['`\-‐‑]", "", fold(title).replace("&", " and "))
-    return [w for w in re.sub(r"[\W_]+", " ", text).split() if w not in _STOP and (len(w) >= 3 or w.isdigit())]
+    return [w for w in re.sub(r"[\W_]+", " ", text).split() if w not in stop_words() and (len(w) >= 3 or w.isdigit())]
 
 
 def _same_word(a: str, b: str) -> bool:
