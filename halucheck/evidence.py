@@ -43,6 +43,12 @@ class EvidenceSources:
             self._corpus = retrieval.Index.open(db)
         return self._corpus
 
+    def files(self) -> dict[str, str | None] | None:
+        """The corpus's indexed files and their content hashes (the index brought up to date first); None
+        without a corpus."""
+        corpus = self.corpus()
+        return corpus.files() if corpus is not None else None
+
     def source_names(self):
         """Which corpus document each name refers to (``halucheck.verifiers.tools.sources``); None without a corpus."""
         if self._names is None and self.corpus() is not None:
@@ -103,6 +109,12 @@ class EvidenceSources:
                 if contexts.get(idx):
                     found[cid] += self.context(idx, contexts[idx]).search_many(queries[cid], k=self.top_k)
         return {cid: fuse(ranked, self.top_k) for cid, ranked in found.items()}
+
+    def close(self) -> None:
+        """Let go of the corpus index (another process may then rebuild it)."""
+        if self._corpus is not None:
+            self._corpus.close()
+            self._corpus, self._names, self._document = None, None, None
 
     def document(self, source: str):
         """Passages of one corpus document, searchable (kept for the claims that cite it)."""

@@ -114,6 +114,7 @@ class Pipeline:
         t0 = time.perf_counter()
         started = self.store.now()
         items = self.load_items()
+        changes = self.check_corpus()
         for attempt in range(self.opts.retries + 1):
             if attempt:
                 pending = self.pending()
@@ -132,6 +133,8 @@ class Pipeline:
         reports.write_results(self.opts.out, results)
         reports.write_html(self.opts.out, results, self.store)
         summary = reports.summarize(results, self.store, since=started)
+        if changes:
+            summary["corpus_changes"] = changes
         summary["wall_s"] = round(time.perf_counter() - t0, 1)
         self.store.set_meta("last_summary", json.dumps(summary))
         return summary
@@ -149,6 +152,7 @@ class Pipeline:
     def close(self) -> None:
         self.store.close()
         self.engines.close()
+        self.evidence.close()
 
     # -- stage 0: input ----------------------------------------------------------------------------
     def load_items(self) -> list[tuple[int, Item]]:
@@ -179,6 +183,27 @@ class Pipeline:
             (None, p.line, "input", p.message, p.id) if p.fatal else
             (by_line.get(p.line), p.line, "input-warning", p.message, None) for p in problems])
         return indexed
+
+    def check_corpus(self) -> dict | None:
+        """Bring the corpus index up to date with the folder (only changed files are read again) and send
+        back to the evidence stage every claim with a passage of a file changed or deleted since the last
+        run of this folder: its evidence and verdict are made again from the corpus as it is now."""
+        files = self.evidence.files()
+        if files is None:
+            return None
+        before = self.store.get_meta("corpus_files")
+        changes = None
+        if before:
+            old = json.loads(before)
+            gone = sorted(p for p, sha in old.items() if files.get(p) != sha)
+            claims = self.store.claims_with_evidence_from(gone)
+            self.store.recheck(claims)
+            if gone:
+                changes = {"files": gone, "claims_rechecked": len(claims)}
+                self.log(f"note: {len(gone)} corpus file(s) changed or deleted since the last run of {self.opts.out}; "
+                         f"{len(claims)} claim(s) with evidence from them are checked again")
+        self.store.set_meta("corpus_files", json.dumps(files, sort_keys=True))
+        return changes
 
     # -- stage 1: claims -------------------------------------------------------------------------
     def extract_claims(self, items: list[tuple[int, Item]]) -> None:

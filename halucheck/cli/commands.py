@@ -268,9 +268,10 @@ def search_cmd(
     mode: str = typer.Option("hybrid", "--mode", help="bm25, dense or hybrid (reciprocal rank fusion of both)."),
     as_json: bool = Flag("--json", help="Print a JSON list of hits: source, start, end, score, text."),
 ) -> None:
-    """Search an index: ranked chunks with source path, character offsets and score."""
+    """Search an index: ranked chunks with source path, character offsets and score. With --corpus the
+    index is brought up to date with the folder first (only changed files are read again)."""
     from halucheck.config import index_path
-    from halucheck.retrieval import MODES, Index
+    from halucheck.retrieval import MODES, Index, build_index
 
     try:
         db = index_path(corpus, db)
@@ -278,6 +279,11 @@ def search_cmd(
             raise HalucheckError(f"unknown --mode {mode!r}; use one of: {', '.join(MODES)}")
         if k < 1:
             raise HalucheckError("-k must be at least 1")
+        if corpus is not None:  # edited or deleted files are never returned as they were
+            if not corpus.is_dir():
+                raise HalucheckError(f"--corpus {corpus} is not a folder; pass the folder of your documents")
+            build_index(corpus, db, progress=False, warn=lambda m: None if "unchanged since" in m else
+                        typer.echo(f"warning: {m}", err=True))
         with Index.open(db) as index:
             hits = index.search(query, k=k, mode=mode)
     except HalucheckError as exc:

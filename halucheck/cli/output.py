@@ -68,6 +68,10 @@ def print_summary(summary: dict, out_dir: Path) -> None:
     elif s.get("failed_calls"):
         typer.echo(f"  {s['failed_calls']} LLM calls failed and were retried successfully")
     typer.echo(f"  claims: {s['claims']} checked, {s['false_claims']} false, {s['undecided_claims']} undecided")
+    if s.get("corpus_changes"):
+        ch = s["corpus_changes"]
+        typer.echo(f"  corpus changed since the last run: {len(ch['files'])} file(s) edited or deleted, "
+                   f"{ch['claims_rechecked']} claim(s) checked again against the corpus as it is now")
     if s.get("calibration"):
         typer.echo(f"  P(hallucinated) {s['calibration']}")
     if len(s.get("decided_by", {})) > 1:  # a cascade: which stage decided how many

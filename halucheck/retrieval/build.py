@@ -87,6 +87,8 @@ def build_index(
     con = store.connect(db, create=True)
     report = IndexReport()
     try:
+        # until step 4 ends, the index is not searched (a build killed half-way is finished by the next one)
+        store.set_meta(con, "complete", 0)
         embedder, model_spec = _choose_embedder(con, embed_model, embedder, warn)
 
         # 1. compare the folder with what the index knows
@@ -112,6 +114,7 @@ def build_index(
         # 4. BM25 beside the DB, rebuilt whenever the chunks changed (a few seconds per 100k chunks)
         report.bm25_rebuilt = ensure_bm25(con, db, generation) is not None
         report.timings["bm25"] = time.perf_counter() - t1
+        store.set_meta(con, "complete", 1)
         report.documents = con.execute("SELECT count(*) FROM documents").fetchone()[0]
         report.chunks = con.execute("SELECT count(*) FROM chunks").fetchone()[0]
     finally:

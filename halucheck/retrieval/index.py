@@ -12,6 +12,7 @@ from typing import Sequence
 
 import numpy as np
 
+from halucheck.errors import InputError
 from halucheck.records import Evidence
 from halucheck.retrieval.bm25 import BM25
 from halucheck.retrieval.dense import DenseMatrix, default_model, get_embedder
@@ -72,6 +73,10 @@ class Index:
 
         db = Path(db).expanduser()
         con = store.connect(db, read_only=True)
+        if store.get_meta(con, "complete", "1") != "1":  # a build stopped half-way: never searched
+            con.close()
+            raise InputError(f"the index {db} was not finished (its build was stopped); run `halucheck index DIR "
+                             f"--db {db}` again to finish it (`run --corpus` and `search --corpus` do it themselves)")
         return cls(con, db.resolve(), embedder)
 
     def close(self) -> None:
@@ -185,6 +190,10 @@ class Index:
     def search(self, query: str, k: int = 10, mode: str = "hybrid") -> list[Evidence]:
         """Top-``k`` chunks for one query; see :meth:`search_many`."""
         return self.search_many([query], k, mode)[0]
+
+    def files(self) -> dict[str, str | None]:
+        """Every indexed file's content hash, by absolute path: what the index's passages were read from."""
+        return dict(self._con.execute("SELECT path, sha256 FROM files WHERE status = 'indexed'").fetchall())
 
     def documents(self) -> list[tuple[str, str]]:
         """Every document as (source, text)."""

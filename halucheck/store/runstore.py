@@ -438,6 +438,26 @@ class RunStore:
             "USING (claim_id) WHERE c.evidence_done AND (v.claim_id IS NULL OR v.factuality IS NULL OR c.claim_id IN "
             "(SELECT claim_id FROM turns WHERE error IS NOT NULL)) ORDER BY c.item_idx, c.ordinal")
 
+    def claims_with_evidence_from(self, files: Sequence[str]) -> list[str]:
+        """The claims with a passage of one of ``files`` (a document of a file is the file's path, or the
+        path and ``#L<line>`` for a line of a .jsonl corpus file), in answer order."""
+        if not files:
+            return []
+        return [r[0] for r in self.query(
+            "SELECT c.claim_id FROM claims c WHERE c.claim_id IN (SELECT claim_id FROM evidence WHERE "
+            "source IN (SELECT unnest(?)) OR split_part(source, '#L', 1) IN (SELECT unnest(?))) "
+            "ORDER BY c.item_idx, c.ordinal", [list(files), list(files)])]
+
+    def recheck(self, claim_ids: Sequence[str]) -> None:
+        """Send claims back to the evidence stage: their queries, evidence, verdicts and turns are dropped
+        (the reply cache keeps every reply, so their queries come back at no cost)."""
+        ids = list(claim_ids)
+        if not ids:
+            return
+        self._tx([(f"DELETE FROM {table} WHERE claim_id IN (SELECT unnest(?))", [ids], ONCE)
+                  for table in ("queries", "evidence", "turns", "verdicts")] +
+                 [("UPDATE claims SET evidence_done = FALSE WHERE claim_id IN (SELECT unnest(?))", [ids], ONCE)])
+
     # -- what the reports read -------------------------------------------------------------------
     def items(self) -> list[tuple]:
         """(idx, id, line, question, answer, claims_done) of every item, in input order."""
