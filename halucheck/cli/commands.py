@@ -47,6 +47,9 @@ def check(
     ),
     question: Optional[str] = typer.Option(None, "--question", "-q", help="Verify question + answer as one claim."),
     as_json: bool = Flag("--json", help="Print one JSON object instead of text."),
+    verifier: Verifier = DEFAULT_VERIFIER,
+    band: Band = None,
+    nli_model: NliModel = None,
     profile: Profile = None,
     role: Role = None,
     policy: Policy = DEBATE.policy,
@@ -56,31 +59,37 @@ def check(
     calibration_choice: Calibration = None,
     config: Config = None,
 ) -> None:
-    """Verify one claim against evidence with the Markov-chain multi-agent debate."""
+    """Verify one claim against evidence with the default verifier (or --verifier, the names `run` takes)."""
     from halucheck.errors import InputError
 
     try:
         if not claim.strip():
             raise InputError('the claim is empty; pass the text to check, e.g. halucheck check "Paris is in France."')
-        from halucheck.verifiers.debate import Agents, check_claim
-        from halucheck.records import Claim
+        from halucheck.config import VerifierOptions, nli_model_path
+        from halucheck.records import Check, Claim
+        from halucheck.verifiers import calibration, get_verifier
 
-        cfg = debate_config(policy, min_rounds, max_rounds, prompts)
+        options = VerifierOptions(debate=debate_config(policy, min_rounds, max_rounds, prompts), band=band_of(band),
+                                  nli_model=nli_model_path(nli_model, config) if "nli" in verifier.split(",") else None)
+        v = get_verifier(verifier, options)
+        v.check()
         passages = _read_evidence(evidence, evidence_file)
-        settings = settings_of(config, profile, role)
+        settings = settings_of(config, profile, role) if v.uses_llm else None
         if not passages:
-            typer.echo("note: no evidence given; the agents judge the claim on its own (--evidence TEXT)", err=True)
-        from halucheck.verifiers import calibration
+            typer.echo("note: no evidence given; the claim is judged on the model's own knowledge (--evidence TEXT)",
+                       err=True)
         from halucheck.engines.pool import EnginePool
 
-        prof = settings.profile_for("initial")
-        # before the debate: a wrong model fails at once
-        cal, _ = calibration.resolve("debate", prof.name, prof.model, calibration_choice)
-        with EnginePool(settings) as engines:
-            verdict = check_claim(
-                Claim(text=claim.strip(), question=question.strip() if question else None),
-                passages, Agents(engines), cfg,
-            )
+        prof = settings.profile_for("initial") if settings else None
+        # before any call: a calibrator for another model fails at once
+        cal, _ = calibration.resolve(v.name, prof.name if prof else None, prof.model if prof else None,
+                                     calibration_choice)
+        one = Check(Claim(text=claim.strip(), question=question.strip() if question else None), tuple(passages))
+        if settings is None:
+            verdict = v.verify([one], None)[0]
+        else:
+            with EnginePool(settings) as engines:
+                verdict = v.verify([one], engines)[0]
     except HalucheckError as exc:
         fail(str(exc))
     if as_json:

@@ -31,11 +31,11 @@ def print_verdict(verdict, cal=None) -> None:
         p_h = f"  P(hallucinated) {cal.apply(raw):.2f} (raw {raw:.2f})"
     else:
         p_h = f"  P(hallucinated) {raw:.2f}"
-    typer.echo(
-        f"  severity {sev}/5  confidence {verdict.confidence:.2f}{p_h}  "
-        f"({verdict.rounds} round{'s' if verdict.rounds != 1 else ''}"
-        f"{', consensus' if verdict.consensus else ', no consensus'})"
-    )
+    debated = any(t.role != "initial" for t in verdict.chain)  # a debate's states, not one judge's call
+    how = (f"{verdict.rounds} round{'s' if verdict.rounds != 1 else ''}"
+           f"{', consensus' if verdict.consensus else ', no consensus'}") if debated else \
+        f"{verdict.verifier or 'debate'}, {len(verdict.chain)} call{'s' if len(verdict.chain) != 1 else ''}"
+    typer.echo(f"  severity {sev}/5  confidence {verdict.confidence:.2f}{p_h}  ({how})")
     if raw is not None:
         typer.echo(f"  {calibration.describe(cal)}")
     if verdict.error:
