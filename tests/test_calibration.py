@@ -19,6 +19,7 @@ from halucheck.verifiers.calibration import (
     choose_threshold,
     expected_calibration_error,
     fit,
+    fitting,
     load,
     reliability_svg,
     reliability_table,
@@ -219,7 +220,7 @@ def test_the_choice_is_the_lowest_cv_ece_and_ties_go_to_fewer_parameters():
 
 def test_a_tie_in_cv_ece_goes_to_the_method_with_fewer_parameters(monkeypatch):
     s, y = _data(lambda z, p: p**3, n=300, seed=3)
-    monkeypatch.setattr(cal, "expected_calibration_error", lambda scores, labels, bins=10: 0.1)
+    monkeypatch.setattr(fitting, "expected_calibration_error", lambda scores, labels, bins=10: 0.1)
     assert fit(s, y).method == "temperature"
     assert fit(s, y, methods=("isotonic", "platt")).method == "platt"
 

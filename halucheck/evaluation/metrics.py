@@ -3,19 +3,22 @@
 Every metric is registered by name with its direction (``higher_is_better``) and takes the gold
 labels, the hard predictions and the scores (probability that the item is hallucinated), each as a
 1-D numpy array. Threshold metrics use ``predictions``; ranking and calibration metrics use
-``scores``. Everything but ECE and Brier is computed with scikit-learn.
+``scores``. Everything but ECE, Brier and AUROC is computed with scikit-learn.
 
 Conventions:
 
 - precision / recall / F1 are 0 when their denominator is 0 (no predicted or no gold positives);
 - AUROC and balanced accuracy are NaN when the labels hold only one class (undefined there);
+- AUROC: the share of (hallucinated, correct) pairs in which the hallucinated item scores higher, a tie
+  counting one half;
 - ECE: 10 equal-width bins on the hallucination probability over [0, 1] (bin *k* holds scores in
   ``[k/10, (k+1)/10)``, the last bin also holds 1.0);
   ``ECE = sum_k (n_k / n) * |mean(label in bin k) - mean(score in bin k)|``, empty bins skipped.
   This is the binary (positive-class reliability) ECE, not the top-label one.
 - Brier: mean squared difference between the score and the 0/1 label.
 
-ECE and Brier are those of :mod:`halucheck.verifiers.calibration` (one definition for evaluation and calibration).
+ECE, Brier and AUROC are those of :mod:`halucheck.verifiers.calibration` (one definition for evaluation and
+calibration).
 
 Confidence intervals are percentile bootstrap intervals (default 1,000 resamples, 95 %, fixed
 seed). When ``groups`` are given, whole groups (a response and all of its claims) are resampled, so
@@ -31,10 +34,16 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.stats import rankdata
 from sklearn import metrics as skm
 
-from halucheck.verifiers.calibration import ECE_BINS, brier_score, ece_if_calibrated, expected_calibration_error
+from halucheck.verifiers.calibration import (
+    ECE_BINS,
+    auroc_score,
+    brier_score,
+    ece_if_calibrated,
+    expected_calibration_error,
+    mann_whitney_u,
+)
 
 N_BOOT = 1000
 SEED = 0
@@ -100,7 +109,7 @@ def balanced_accuracy(y, p, s) -> float:
 def auroc(y, p, s) -> float:
     if not _two_classes(y):
         return math.nan
-    return float(skm.roc_auc_score(y, s))
+    return auroc_score(s, y)
 
 
 @register_metric("ece", False, "ECE")
@@ -210,15 +219,12 @@ def stratified_auroc(labels, scores, strata) -> tuple[float, int]:
     pairs = 0
     for k in np.unique(z):
         m = z == k
-        pos, neg = s[m & (y == 1)], s[m & (y == 0)]
-        if not pos.size or not neg.size:
-            continue
         # Rank-based count (Mann-Whitney U) so big strata stay O(n log n).
-        both = np.concatenate([pos, neg])
-        ranks = rankdata(both)  # average ranks for ties
-        u = ranks[: pos.size].sum() - pos.size * (pos.size + 1) / 2
+        u, n_pairs = mann_whitney_u(s[m], y[m])
+        if not n_pairs:
+            continue
         num += u
-        pairs += pos.size * neg.size
+        pairs += n_pairs
     return (num / pairs if pairs else math.nan), int(pairs)
 
 
