@@ -9,11 +9,13 @@ DATASETS = Path(os.environ.get("HALUCHECK_DATASETS", REPO.parent / "shared" / "d
 
 @pytest.fixture(autouse=True)
 def _registries_restored():
-    """Engines and verifiers a test registers are gone after it (tests register scripted fakes freely)."""
+    """Engines, verifiers, datasets and metrics a test registers are gone after it (tests register fakes freely)."""
     from halucheck.engines import ENGINES
+    from halucheck.evaluation.datasets import DATASETS
+    from halucheck.evaluation.metrics import METRICS
     from halucheck.verifiers import VERIFIERS
 
-    saved = [(r, r.snapshot()) for r in (ENGINES, VERIFIERS)]
+    saved = [(r, r.snapshot()) for r in (ENGINES, VERIFIERS, DATASETS, METRICS)]
     yield
     for registry, before in saved:
         registry.restore(before)

@@ -113,11 +113,8 @@ def test_register_metric_is_picked_up():
     def _rate(y, p, s):
         return float(np.mean(p))
 
-    try:
-        res = compute_metrics(Y, P, S, n_boot=0)
-        assert _value(res, "positive_rate_test") == pytest.approx(0.5)
-    finally:
-        METRICS.pop("positive_rate_test")
+    res = compute_metrics(Y, P, S, n_boot=0)  # the registries are restored after each test (conftest)
+    assert _value(res, "positive_rate_test") == pytest.approx(0.5)
 
 
 # ---------------------------------------------------------------- bootstrap

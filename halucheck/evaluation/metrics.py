@@ -36,6 +36,7 @@ from dataclasses import dataclass
 import numpy as np
 from sklearn import metrics as skm
 
+from halucheck.registry import Registry
 from halucheck.verifiers.calibration import (
     ECE_BINS,
     auroc_score,
@@ -60,7 +61,7 @@ class Metric:
     label: str
 
 
-METRICS: dict[str, Metric] = {}
+METRICS: Registry[Metric] = Registry("metric")
 """Metric registry, in report order."""
 
 
@@ -68,7 +69,7 @@ def register_metric(name: str, higher_is_better: bool, label: str | None = None)
     """Decorator: register ``fn(labels, predictions, scores) -> float`` under ``name``."""
 
     def deco(fn):
-        METRICS[name] = Metric(name, fn, higher_is_better, label or name)
+        METRICS.register(name, Metric(name, fn, higher_is_better, label or name))
         return fn
 
     return deco
