@@ -17,6 +17,7 @@ from halucheck.text import sentence_spans
 
 if TYPE_CHECKING:
     from halucheck.engines.base import Engine
+    from halucheck.verifiers.tools.sources import SourceNames
 
 FILTER_SCHEMA = {
     "type": "object",
@@ -242,7 +243,8 @@ def claims_of_answers(answers: Sequence[tuple[str | None, str, int | None]], eng
                       engine_extract: "Engine", subjective_filter: str = "auto", max_claims: int = 64,
                       filter_sampling: SamplingParams = FILTER_SAMPLING,
                       extract_sampling: SamplingParams = EXTRACT_SAMPLING,
-                      cite: bool = False, sources: bool = False) -> tuple[list[AnswerClaims], list[StageOutput]]:
+                      cite: bool = False, sources: "bool | SourceNames" = False,
+                      ) -> tuple[list[AnswerClaims], list[StageOutput]]:
     """The claim stage over a batch of answers, ``(question, answer, checked_chars)`` each (``checked_chars``:
     where an over-long answer's checked part ends, None for all of it). Returns one AnswerClaims per answer
     and the stage outputs (for the cost accounting). Two engine calls for the whole batch: the subjective
@@ -255,8 +257,10 @@ def claims_of_answers(answers: Sequence[tuple[str | None, str, int | None]], eng
     (:func:`locate`). Every calculation written in the answer (``48 x 125 = 5800``) is a claim of its own,
     word for word, found without a model (:func:`calculations`); with ``cite`` (a bibliography to check
     against), so is every reference-shaped citation (:func:`citations`); an extracted claim that restates
-    one is dropped. With ``sources`` (a corpus to look them up in), every document the answer names as its
-    source (``(source: products.md)``, :func:`halucheck.verifiers.tools.sources.find_sources`) is a claim of kind ``source``.
+    one is dropped. With ``sources`` (a corpus to look them up in: True, or better the names of its documents,
+    :class:`halucheck.verifiers.tools.sources.SourceNames`, so that ``(source: Q3 report (draft) v2.md)`` is
+    read as the corpus spells it), every document the answer names as its source (``(source: products.md)``,
+    :func:`halucheck.verifiers.tools.sources.find_sources`) is a claim of kind ``source``.
     A failed call fails its whole answer."""
     out = [AnswerClaims() for _ in answers]
     work = []  # (answer index, sentence, needs the filter, context for the extractor)
@@ -312,7 +316,8 @@ def claims_of_answers(answers: Sequence[tuple[str | None, str, int | None]], eng
         if sources:
             from halucheck.verifiers.tools.sources import find_sources
 
-            a.claims += [(r.name, None, r.start, r.end, "source") for r in find_sources(prose[i])]
+            names = None if sources is True else sources
+            a.claims += [(r.name, None, r.start, r.end, "source") for r in find_sources(prose[i], names)]
         a.claims.sort(key=lambda c: c[2])
     return out, filtered + extracted
 

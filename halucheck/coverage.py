@@ -20,8 +20,10 @@ uncovered. That errs toward "not checked", the safe side for an audit.
 from __future__ import annotations
 
 import re
+from bisect import bisect_left, bisect_right
 from collections import Counter
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Sequence
 
 from halucheck.claims import looks_like_dialogue, sentences
@@ -31,12 +33,16 @@ _WORD = re.compile(r"[^\W_]+(?:[.,'’][^\W_]+)*", re.UNICODE)
 NOT_CHECKED, SUBJECTIVE, FILLER = "not checked", "subjective", "filler"
 
 
+def _has_digit(word: str) -> bool:
+    return not word.isalpha() and any(ch.isdigit() for ch in word)  # (most words are letters only)
+
+
 def normalise(word: str) -> str:
     """Lower case, no possessive, numbers without thousands separators, a plural -s dropped."""
     w = word.lower().replace("’", "'")
     if w.endswith("'s"):
         w = w[:-2]
-    if any(ch.isdigit() for ch in w):
+    if _has_digit(w):
         return w.replace(",", "")
     if len(w) > 3 and w.endswith("s") and not w.endswith("ss"):
         w = w[:-1]
@@ -44,7 +50,7 @@ def normalise(word: str) -> str:
 
 
 def is_content(word: str) -> bool:
-    if any(ch.isdigit() for ch in word):
+    if _has_digit(word):
         return True
     return len(word) > 2 and word.lower() not in stop_words()
 
@@ -85,40 +91,55 @@ def content_words(text: str, offset: int = 0) -> list[Word]:
     out = []
     for i, m in enumerate(_WORD.finditer(text)):
         w = m.group(0)
-        if is_content(w):
-            out.append(Word(offset + m.start(), offset + m.end(), normalise(w),
-                            capital=i > 0 and w[:1].isupper(), number=any(ch.isdigit() for ch in w)))
+        read = _read(w)
+        if read is not None:
+            out.append(Word(offset + m.start(), offset + m.end(), read[0], capital=i > 0 and w[:1].isupper(),
+                            number=read[1]))
     return out
 
 
+@lru_cache(maxsize=1 << 16)
+def _read(word: str) -> tuple[str, bool] | None:
+    """A content word's normal form and whether it is a number; None for a word without content. (Words
+    recur: a long answer reads each distinct one once.)"""
+    return (normalise(word), _has_digit(word)) if is_content(word) else None
+
+
 def measure(answer: str, claims: Sequence[tuple[str, int, int]]) -> Coverage:
-    """Coverage of ``answer`` by ``claims``: (claim text, start, end of the answer text it was located in)."""
+    """Coverage of ``answer`` by ``claims``: (claim text, start, end of the answer text it was located in).
+    Linear in the answer's length (plus the words of each claim's located text): a long answer's report is
+    seconds."""
     sents = sentences(answer)
     words_of = [content_words(s.text, s.start) for s in sents]
     flat = [w for ws in words_of for w in ws]
-    # per claim, the answer words of its located text (indices into ``flat``) and those it states
-    inside = [{k for k, w in enumerate(flat) if s <= w.start and w.end <= e} for _, s, e in claims]
+    # per claim, the answer words of its located text: the words are in order and apart, so those inside
+    # [s, e) are one run of ``flat``, range(first starting at or after s, first ending after e)
+    starts, ends = [w.start for w in flat], [w.end for w in flat]
+    inside = [range(bisect_left(starts, s), bisect_right(ends, e)) for _, s, e in claims]
     stated = [{w.norm for w in content_words(text)} for text, _, _ in claims]
     covered_by = [{k for k in ks if flat[k].norm in norms} for norms, ks in zip(stated, inside)]
     owners = Counter(k for ks in covered_by for k in ks)
     spans = []
     for (text, s, e), ks, located in zip(claims, covered_by, inside):
         own = [k for k in ks if owners[k] == 1] or sorted(ks)
-        if not own or set(own) == located:
+        if not own or len(own) == len(located):  # (own is part of located)
             spans.append((s, e))
         else:
             spans.append((flat[min(own)].start, flat[max(own)].end))
+    claimed = _claimed(sents, claims)
     gaps: list[Gap] = []
     k = 0
-    for sent, ws in zip(sents, words_of):
-        claimed = any(s <= sent.start and sent.end <= e or sent.start <= s < sent.end for _, s, e in claims)
+    for sent, ws, has_claim in zip(sents, words_of, claimed):
+        subjective = None  # read once per sentence, when it has a gap
         run: list[Word] = []
         for w in ws + [None]:  # None closes the last run
             if w is not None and k not in owners:
                 run.append(w)
             else:
                 if run:
-                    gaps.append(_gap(run, claimed, sent.text))
+                    if subjective is None:
+                        subjective = not has_claim and looks_like_dialogue(sent.text)
+                    gaps.append(_gap(run, subjective))
                 run = []
             if w is not None:
                 k += 1
@@ -127,8 +148,26 @@ def measure(answer: str, claims: Sequence[tuple[str, int, int]]) -> Coverage:
     return Coverage(spans, gaps, round(share, 4))
 
 
-def _gap(run: list[Word], sentence_claimed: bool, sentence: str) -> Gap:
-    if not sentence_claimed and looks_like_dialogue(sentence):
+def _claimed(sents: Sequence, claims: Sequence[tuple[str, int, int]]) -> list[bool]:
+    """Per sentence, whether a claim was located in it: a claim's located text holds the sentence or starts
+    inside it."""
+    by_start = sorted((s, e) for _, s, e in claims)
+    firsts = [s for s, _ in by_start]
+    reach, furthest = [], None  # furthest end among the claims starting up to each one
+    for _, e in by_start:
+        furthest = e if furthest is None or e > furthest else furthest
+        reach.append(furthest)
+    out = []
+    for sent in sents:
+        before = bisect_right(firsts, sent.start)  # the claims starting at or before the sentence
+        holds = before > 0 and reach[before - 1] >= sent.end
+        at = bisect_left(firsts, sent.start)
+        out.append(holds or (at < len(firsts) and firsts[at] < sent.end))
+    return out
+
+
+def _gap(run: list[Word], subjective: bool) -> Gap:
+    if subjective:
         kind = SUBJECTIVE
     elif len(run) >= 2 or any(w.number or w.capital for w in run):
         kind = NOT_CHECKED

@@ -80,7 +80,7 @@ class EvidenceSources:
             if answer is None or start is None or end is None:
                 continue
             if idx not in refs:
-                refs[idx] = [(r, names.resolve(r.name)) for r in find_sources(answer)]
+                refs[idx] = [(r, names.resolve(r.name)) for r in find_sources(answer, names)]
             resolved = {r: s for r, s in refs[idx] if s}
             for r in backing_sources(answer, start, end, list(resolved)):
                 out[cid] = resolved[r]

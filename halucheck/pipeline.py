@@ -83,8 +83,7 @@ class Pipeline:
             log(f"note: {kind} claims go to {opts.verifier}: {why}")
         self.verifier.check()  # before anything is opened or written
         self._calibration = self.find_calibrator()  # so is a calibrator for another model, or a name not stored
-        opts.out.mkdir(parents=True, exist_ok=True)
-        self.store = RunStore(opts.out / "run.duckdb", restart=restart)
+        self.store = RunStore(opts.out / "run.duckdb", restart=restart)  # makes the folder (or says why not)
         self.engines = EnginePool(settings, wrappers=(lambda engine: CachingEngine(engine, self.store),))
         self.evidence = EvidenceSources(opts.corpus, opts.index, opts.top_k, opts.use_context, log)
         self.calibrate()
@@ -223,7 +222,8 @@ class Pipeline:
                 self.opts.subjective_filter, self.opts.max_claims,
                 self.settings.sampling("filter", claim_stages.FILTER_SAMPLING),
                 self.settings.sampling("extractor", claim_stages.EXTRACT_SAMPLING),
-                cite=self.opts.bibliography is not None, sources=self.opts.corpus is not None)
+                cite=self.opts.bibliography is not None,
+                sources=self.evidence.source_names() if self.opts.corpus is not None else False)
             saved, errors = {}, []
             for (i, it), a in zip(chunk, made):
                 if a.error:  # the item stays not done and is tried again later
@@ -332,7 +332,10 @@ class Pipeline:
             if len(buffer) >= VERDICT_BATCH or time.perf_counter() - last[0] > VERDICT_FLUSH_S:
                 flush()
 
+        # the replies kept before a stop stay counted (a resumed run asks them no more); the costs replace them
+        self.store.count_cached_replies(self.verifier.name)
         self.verifier.verify(checks, self.engines, on_verdict=on_verdict, on_call=on_call)
         flush([(name, c.llm_calls, c.prompt_tokens, c.completion_tokens, c.cached_tokens, c.wall_s, c.failed_calls)
                for name, c in self.verifier.costs.items()])
+        self.store.count_cached_replies(None)
         bar.close()

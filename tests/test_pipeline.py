@@ -403,6 +403,46 @@ def test_a_cited_corpus_document_is_looked_up_and_backs_its_sentence(tmp_path, e
     assert any(e["source"].endswith("history.txt") for e in other["evidence"])
 
 
+def test_cited_file_names_with_spaces_and_parentheses_are_found_in_the_corpus(tmp_path, monkeypatch):
+    from typer.testing import CliRunner
+
+    from halucheck.cli import app
+    from halucheck.retrieval import get_embedder
+
+    monkeypatch.setenv("HALUCHECK_EMBED_MODEL", "fake")  # hash embeddings: no embedding model in this test
+    monkeypatch.setenv("HALUCHECK_HOME", str(tmp_path / "home"))
+    get_embedder.cache_clear()
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "Company Facts 2023.txt").write_text("Company facts\n\nVarenholt was founded in 1990 in Bremen.\n")
+    (docs / "Q3 report (draft) v2.md").write_text("# Third quarter\n\nRevenue rose 12 percent in the third quarter.\n")
+    answers = [{"id": "facts", "answer": "Varenholt was founded in 1990 (source: Company Facts 2023.txt)."},
+               {"id": "q3", "answer": "Revenue rose 12 percent (source: Q3 report (draft) v2.md)."},
+               {"id": "both", "answer": "It grew (sources: Company Facts 2023.txt; Q3 report (draft) v2.md)."},
+               {"id": "bare", "answer": "Per Q3 report (draft) v2.md, revenue rose 12 percent."},
+               {"id": "invented", "answer": "Revenue fell (source: Annual Review 2022.pdf)."}]
+    out = tmp_path / "run"
+    try:
+        res = CliRunner().invoke(app, ["run", "--corpus", str(docs), "--input", str(write_input(tmp_path, answers)),
+                                       "--out", str(out), "-p", "fake", "--index", str(tmp_path / "ix.duckdb")])
+    finally:
+        get_embedder.cache_clear()
+    assert res.exit_code == 0, res.output
+    results = {r["id"]: r for r in map(json.loads, (out / "results.jsonl").read_text().splitlines())}
+    sources = {k: [(c["text"], c["factuality"], c["error_severity"]) for c in r["claims"] if c["verifier"] == "source"]
+               for k, r in results.items()}
+    assert sources == {"facts": [("Company Facts 2023.txt", True, 0)],
+                       "q3": [("Q3 report (draft) v2.md", True, 0)],
+                       "both": [("Company Facts 2023.txt", True, 0), ("Q3 report (draft) v2.md", True, 0)],
+                       "bare": [("Q3 report (draft) v2.md", True, 0)],
+                       "invented": [("Annual Review 2022.pdf", False, 4)]}
+    assert [results[k]["hallucinated"] for k in ("facts", "q3", "both", "bare")] == [False] * 4
+    assert results["invented"]["hallucinated"] is True
+    # the sentence naming the report is checked against that document only
+    cited = next(c for c in results["q3"]["claims"] if c["verifier"] != "source")
+    assert {e["source"] for e in cited["evidence"]} == {str(docs.resolve() / "Q3 report (draft) v2.md")}
+
+
 def test_a_stored_calibrator_gives_every_model_claim_its_calibrated_probability(tmp_path, engine, monkeypatch):
     from halucheck.verifiers import calibration
 

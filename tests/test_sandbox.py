@@ -196,3 +196,45 @@ def test_missing_bwrap_refuses_to_run(monkeypatch):
 def test_limits_must_be_positive():
     with pytest.raises(ValueError, match="wall_s"):
         Limits(wall_s=0)
+
+
+@needs_bwrap
+def test_no_writable_mount_holds_more_than_the_disk_limit():
+    """/dev/shm, /dev and every other writable mount are bounded: no path takes more than disk_mb."""
+    name = f"halucheck-sandbox-{uuid.uuid4().hex}"
+    code = f"""
+import json, os
+paths = set()
+for line in open('/proc/self/mountinfo'):
+    fields = line.split()
+    mountpoint, options = fields[4], fields[5].split(',')
+    if 'rw' in options and os.path.isdir(mountpoint):
+        paths.add(mountpoint)
+paths |= {{'/dev/shm', '/dev', '/tmp', '/sandbox', '.'}}
+written = {{}}
+for path in sorted(paths):
+    total = 0
+    try:
+        with open(os.path.join(path, '{name}'), 'wb') as handle:
+            for _ in range(8):
+                handle.write(b'x' * 2**20)
+                handle.flush()
+                total += 2**20
+    except OSError:
+        pass
+    written[path] = total
+print(json.dumps(written))
+"""
+    result = run_python(code, limits=Limits(wall_s=20, disk_mb=4, file_size_mb=64))
+    written = json.loads(result.stdout)
+    assert {"/dev/shm", "/dev", "/tmp", "/sandbox"} <= set(written)
+    assert {path: total for path, total in written.items() if total > 4 * 2**20} == {}
+    for host_dir in ("/dev/shm", "/tmp", "/"):
+        assert not Path(host_dir, name).exists()
+
+
+@needs_bwrap
+def test_dev_shm_still_takes_small_files():
+    code = "open('/dev/shm/x', 'wb').write(b'x' * 1000); print(len(open('/dev/shm/x', 'rb').read()))"
+    result = run_python(code, limits=FAST)
+    assert result.ok and result.stdout == "1000\n", result.stderr

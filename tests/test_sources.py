@@ -52,3 +52,45 @@ def test_the_check_reads_whether_the_name_was_found():
     assert found.factuality is True and found.error_severity == 0 and "/c/products.md" in found.chain[0].opinion
     assert missing.factuality is False and missing.error_severity == 4 and missing.p_hallucinated > 0.9
     assert "no document" in missing.chain[0].opinion and missing.verifier == "source"
+
+
+SPACED = [
+    ("/c/Company Facts 2023.txt", "Company facts\n\nVarenholt was founded in 1990."),
+    ("/c/reports/Q3 report (draft) v2.md", "# Third quarter\n\nRevenue rose 12 percent."),
+    ("/c/Café Menü_2024-v1.md", "Menu\n\nCoffee and tea."),
+    ("/c/products.md", "# Products\n\nThe AquaProbe 3 runs for 30 hours."),
+]
+
+
+def test_names_with_spaces_parentheses_and_accents_are_the_corpus_documents_they_name():
+    names = SourceNames(SPACED, root="/c")
+    text = ("Varenholt was founded in 1990 (source: Company Facts 2023.txt). "
+            "Revenue rose 12 percent (source: Q3 report (draft) v2.md). "
+            "Coffee is served (sources: CAFÉ MENÜ 2024 v1; products.md, p. 4). "
+            "Per Company Facts 2023.txt it grew, and per reports/Q3 report (draft) v2.md too. "
+            "It has 340 staff (see company facts 2023, section 2). "
+            "It was sold (source: Annual Review 2022.pdf) and rebuilt [source: Q3 report (final)].")
+    refs = find_sources(text, names)
+    assert [r.name for r in refs] == [
+        "Company Facts 2023.txt", "Q3 report (draft) v2.md", "CAFÉ MENÜ 2024 v1", "products.md",
+        "Company Facts 2023.txt", "reports/Q3 report (draft) v2.md", "company facts 2023",
+        "Annual Review 2022.pdf", "Q3 report (final)"]
+    for r in refs:
+        assert text[r.start:r.end] == r.name
+    assert [names.resolve(r.name) for r in refs] == [
+        "/c/Company Facts 2023.txt", "/c/reports/Q3 report (draft) v2.md", "/c/Café Menü_2024-v1.md",
+        "/c/products.md", "/c/Company Facts 2023.txt", "/c/reports/Q3 report (draft) v2.md",
+        "/c/Company Facts 2023.txt", None, None]  # the last two are not in the corpus: still reported missing
+
+
+def test_a_name_is_matched_whole_or_not_at_all():
+    names = SourceNames(SPACED, root="/c")
+    # "Products and more" is no document, though it starts with one's title; an unknown file name keeps its spaces
+    assert [r.name for r in find_sources("It floats (source: Products and more).", names)] == ["Products and more"]
+    assert [r.name for r in find_sources("It floats (source: Old Company Facts 2023.txt).", names)] == [
+        "Old Company Facts 2023.txt"]
+    assert [r.name for r in find_sources("It floats (see the manual, products.md).", names)] == [
+        "the manual", "products.md"]
+    assert find_sources("It floats (seeing is believing).", names) == []
+    quoted = find_sources('Founded in 1990 (source: "Company Facts 2023").', names)
+    assert [(r.name, names.resolve(r.name)) for r in quoted] == [("Company Facts 2023", "/c/Company Facts 2023.txt")]

@@ -46,6 +46,7 @@ app.add_typer(models_app, name="models")
 # replies that never matched the schema): the reports are written, and the same command again retries
 # only the failed work. 1 stays "the run could not be done" (bad input, bad config).
 EXIT_UNDECIDED = 3
+EXIT_INTERRUPTED = 130  # Ctrl-C, as shells report a command killed by SIGINT
 
 
 def _profile_help() -> str:
@@ -124,6 +125,12 @@ def _version(value: bool) -> None:
 def _main(version: bool = typer.Option(False, "--version", callback=_version, is_eager=True, metavar="",
                                        help="Print the version and exit.")) -> None:
     """Local-first, offline hallucination checker for LLM output."""
+
+
+def interrupted(exc: BaseException) -> bool:
+    """Whether ``exc`` is Ctrl-C: Python's KeyboardInterrupt, or DuckDB's when it came during a query."""
+    return (isinstance(exc, KeyboardInterrupt) or type(exc).__name__ == "InterruptException"
+            or (isinstance(exc, RuntimeError) and str(exc) == "Query interrupted"))
 
 
 def fail(message: str, code: int = 1) -> None:

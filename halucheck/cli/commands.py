@@ -9,9 +9,9 @@ from typing import Optional
 
 import typer
 
-from halucheck.cli.app import (DEBATE, EVIDENCE_K, EXIT_UNDECIDED, Band, Calibration, Config, MaxRounds, MinRounds,
-                               NliModel, Policy, Profile, Prompts, Role, TopK, Verifier, _Command, app, band_of,
-                               debate_config, fail, Flag, models_app, settings_of)
+from halucheck.cli.app import (DEBATE, EVIDENCE_K, EXIT_INTERRUPTED, EXIT_UNDECIDED, Band, Calibration, Config,
+                               MaxRounds, MinRounds, NliModel, Policy, Profile, Prompts, Role, TopK, Verifier, _Command,
+                               app, band_of, debate_config, fail, Flag, interrupted, models_app, settings_of)
 from halucheck.cli.output import print_summary, print_verdict, verdict_json
 from halucheck.config import DEFAULT_VERIFIER
 from halucheck.errors import HalucheckError
@@ -180,9 +180,12 @@ def report(run_dir: Path = typer.Argument(..., help="A run directory made by `ha
         if not (run_dir / "run.duckdb").is_file():
             raise HalucheckError(f"{run_dir} has no run.duckdb; pass the --out folder of a `halucheck run`")
         from halucheck import reports
-        from halucheck.store.runstore import RunStore
+        from halucheck.store.runstore import RunStore, RunStoreDiskError
 
-        store = RunStore(run_dir / "run.duckdb")
+        try:
+            store = RunStore(run_dir / "run.duckdb")
+        except RunStoreDiskError:  # a run on a read-only disk is read as it is (writing the reports then says so)
+            store = RunStore(run_dir / "run.duckdb", read_only=True)
         try:
             results = reports.build_results(store)
             reports.write_results(run_dir, results)
@@ -251,10 +254,10 @@ def index_cmd(
     batch_size: int = typer.Option(64, help="Embedding batch size."),
 ) -> None:
     """Index a folder of documents for search and evidence retrieval (re-runs redo only changed files)."""
-    from halucheck.config import index_path
-    from halucheck.retrieval import build_index
-
     try:
+        from halucheck.config import index_path
+        from halucheck.retrieval import build_index
+
         db = index_path(folder, db)
         if chunk_sentences < 1 or not 0 <= chunk_overlap < chunk_sentences:
             raise HalucheckError("--chunk-overlap must be at least 0 and smaller than --chunk-sentences (>= 1)")
@@ -264,6 +267,10 @@ def index_cmd(
         )
     except HalucheckError as exc:
         fail(str(exc))
+    except BaseException as exc:  # Ctrl-C: a build stopped half-way is finished by the next one
+        if interrupted(exc):
+            fail("interrupted; run the same command again to finish the index", EXIT_INTERRUPTED)
+        raise
     typer.echo(f"{db}: {report.summary()}")
 
 

@@ -199,12 +199,34 @@ def _first_failure(r: ResultJSON) -> str:
 def write_results(out_dir: Path, results: list[ResultJSON]) -> Path:
     """Write results.jsonl atomically (a kill mid-write leaves the previous file intact)."""
     path = Path(out_dir) / "results.jsonl"
-    tmp = path.with_suffix(".jsonl.tmp")
-    with open(tmp, "w", encoding="utf-8") as fh:
-        for r in results:
-            fh.write(json.dumps(r, ensure_ascii=False) + "\n")
-    os.replace(tmp, path)
+    _write_atomically(path, lambda fh: fh.writelines(json.dumps(r, ensure_ascii=False) + "\n" for r in results))
     return path
+
+
+def _write_atomically(path: Path, write) -> None:
+    """``write(file)`` into ``path``'s temp file, then rename it over ``path``; the temp file never stays
+    behind. A full disk or a read-only folder is a :class:`~halucheck.errors.DiskError` (one line)."""
+    from halucheck.errors import DiskError, disk_problem
+
+    tmp = path.with_name(path.name + ".tmp")
+    try:
+        with open(tmp, "w", encoding="utf-8") as fh:
+            write(fh)
+        os.replace(tmp, path)
+    except BaseException as exc:
+        try:
+            tmp.unlink(missing_ok=True)
+        except OSError:
+            pass
+        problem = disk_problem(exc) if isinstance(exc, OSError) else None
+        if problem == "full":
+            raise DiskError(f"cannot write {path} ({exc.strerror}): the disk is full; free some space, then run the "
+                            "same command again (the run is kept in its database: nothing is checked again)") from None
+        if problem == "read-only":
+            raise DiskError(f"cannot write {path} ({exc.strerror}): {path.parent} is read-only; make it writable and "
+                            "run the same command again, or copy the folder to a writable place and run "
+                            "`halucheck report COPY`") from None
+        raise
 
 
 def summarize(results: list[ResultJSON], store: "RunStore", since=None) -> dict:
@@ -284,16 +306,17 @@ def write_html(out_dir: Path, results: list[ResultJSON], store: "RunStore") -> P
     for r in results:
         r.pop("_segments", None)  # type: ignore[misc]
     path = Path(out_dir) / "report.html"
-    tmp = path.with_suffix(".html.tmp")
-    tmp.write_text(html, encoding="utf-8")
-    os.replace(tmp, path)
+    _write_atomically(path, lambda fh: fh.write(html))
     return path
 
 
 def highlight(answer: str, claims: list[ClaimJSON], gaps: list[dict] | None = None) -> list[dict]:
     """Split the answer into pieces for the report: text a claim states takes the colour of the worst
     verdict among the claims there; text no claim covers (``gaps``, coverage.py) is marked as such and
-    never takes a claim's colour, even inside a claim's span; the rest is plain."""
+    never takes a claim's colour, even inside a claim's span; the rest is plain. One sweep over the span
+    and gap boundaries: linear in the answer (a gap is the first of ``gaps`` over the piece)."""
+    import heapq
+
     from halucheck.coverage import content_words
 
     n = len(answer)
@@ -301,14 +324,43 @@ def highlight(answer: str, claims: list[ClaimJSON], gaps: list[dict] | None = No
     spans = [(i, s, e) for i, s, e in spans if 0 <= s < e <= n]
     marked = [(max(0, g["start"]), min(n, g["end"]), g["kind"]) for g in gaps or [] if g["kind"] != "filler"]
     cuts = sorted({0, n, *(x for _, s, e in spans for x in (s, e)), *(x for s, e, _ in marked for x in (s, e))})
+    at = {x: k for k, x in enumerate(cuts)}
+    # piece k runs from cuts[k] to cuts[k + 1], wholly inside or outside each span and gap: one from cut
+    # number a to cut number b covers pieces a .. b - 1 (opened at piece a, closed at piece b)
+    opened: dict[int, list[tuple[str, int]]] = {}
+    closed: dict[int, list[tuple[str, int]]] = {}
+    intervals = [(s, e, ("claim", i)) for i, s, e in spans] + [(s, e, ("gap", j)) for j, (s, e, _) in enumerate(marked)]
+    for s, e, ref in intervals:
+        if s < e:
+            opened.setdefault(at[s], []).append(ref)
+            closed.setdefault(at[e], []).append(ref)
+    claims_on: set[int] = set()
+    gaps_on: list[int] = []  # a heap of the gaps over the piece (by their order in ``gaps``), closed ones too
+    gaps_off: Counter = Counter()  # the closed gaps still in the heap
+    gap, owners = "", ()
     pieces: list[dict] = []
-    for a, b in zip(cuts, cuts[1:]):  # every piece lies wholly inside or outside each span and gap
-        gap = next((kind for s, e, kind in marked if s <= a and b <= e), "")
-        owners = () if gap else tuple(i for i, s, e in spans if s <= a and b <= e)
+    for k, (a, b) in enumerate(zip(cuts, cuts[1:])):
+        if k in closed or k in opened:
+            for what, x in closed.get(k, ()):
+                if what == "claim":
+                    claims_on.discard(x)
+                else:
+                    gaps_off[x] += 1
+            for what, x in opened.get(k, ()):
+                if what == "claim":
+                    claims_on.add(x)
+                else:
+                    heapq.heappush(gaps_on, x)
+            while gaps_on and gaps_off[gaps_on[0]]:
+                gaps_off[heapq.heappop(gaps_on)] -= 1
+            gap = marked[gaps_on[0]][2] if gaps_on else ""
+            owners = () if gap else tuple(sorted(claims_on))
         if pieces and pieces[-1]["_key"] == (gap, owners):
-            pieces[-1]["text"] += answer[a:b]
+            pieces[-1]["text"].append(answer[a:b])
         else:
-            pieces.append({"_key": (gap, owners), "text": answer[a:b], "claims": list(owners)})
+            pieces.append({"_key": (gap, owners), "text": [answer[a:b]], "claims": list(owners)})
+    for p in pieces:
+        p["text"] = "".join(p["text"])
     last: dict[int, int] = {}  # claim -> the last piece it colours: its number is shown there once
     for k, p in enumerate(pieces):
         gap = p.pop("_key")[0]

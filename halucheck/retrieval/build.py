@@ -9,6 +9,7 @@ and read, chunk and write the changed files (:func:`_read_changed`), embed every
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import time
@@ -22,7 +23,7 @@ from halucheck import ingest
 from halucheck.errors import InputError
 from halucheck.retrieval import store
 from halucheck.retrieval.dense import default_model, get_embedder
-from halucheck.retrieval.index import ensure_bm25
+from halucheck.retrieval.index import bm25_dir, ensure_bm25
 
 EMBED_GROUP = 2048  # chunks embedded and written per step: bounds memory, drives the progress bar
 FLUSH_CHUNKS = 20000  # read chunks are written in one transaction once this many are pending...
@@ -84,6 +85,11 @@ def build_index(
     root = root.resolve()
     db = Path(db).expanduser().resolve()
     max_file_bytes = max_file_bytes or ingest.MAX_FILE_BYTES
+    chunking = f"sentences={chunk_sentences},overlap={chunk_overlap},max_chars={max_chars}"
+    unchanged = _unchanged_index(root, db, embed_model, embedder, warn)
+    if unchanged is not None:  # read only: runs and searches reading the index meanwhile are no obstacle
+        unchanged.seconds = time.perf_counter() - t0
+        return unchanged
     con = store.connect(db, create=True)
     report = IndexReport()
     try:
@@ -107,9 +113,7 @@ def build_index(
         dim = _embed_missing(con, embedder, batch_size, report, disable)
         report.timings["embed"] = time.perf_counter() - t1
         t1 = time.perf_counter()
-        generation = _record_settings(con, dim, model_spec,
-                                      f"sentences={chunk_sentences},overlap={chunk_overlap},max_chars={max_chars}",
-                                      changed)
+        generation = _record_settings(con, dim, model_spec, chunking, changed)
 
         # 4. BM25 beside the DB, rebuilt whenever the chunks changed (a few seconds per 100k chunks)
         report.bm25_rebuilt = ensure_bm25(con, db, generation) is not None
@@ -120,6 +124,58 @@ def build_index(
     finally:
         con.close()
     report.seconds = time.perf_counter() - t0
+    return report
+
+
+def _unchanged_index(root: Path, db: Path, embed_model: str | None, embedder,
+                     warn: Callable[[str], None]) -> IndexReport | None:
+    """The report of a build with nothing to do, found on a read-only connection: a finished index of the
+    same embedding model, every chunk embedded, BM25 current, and every file under ``root`` with the size
+    and mtime it was indexed with (chunking settings apply to files read again: none here). None when there
+    is anything to write."""
+    if not db.is_file():
+        return None
+    try:
+        con = store.connect(db, read_only=True, wait_s=0)
+    except InputError:  # being built, older, damaged: the writable build waits for it, upgrades it or says so
+        return None
+    notes: list[str] = []
+    report = IndexReport()
+    try:
+        requested = getattr(embedder, "name", None) if embedder is not None else embed_model
+        stored_model, generation = store.get_meta(con, "embedding_model"), store.get_meta(con, "generation")
+        if (store.get_meta(con, "complete", "1") != "1" or generation is None or stored_model is None
+                or requested not in (None, stored_model)):
+            return None
+        if con.execute("SELECT count(*) FROM chunks c ANTI JOIN embeddings e ON c.chunk_id = e.chunk_id").fetchone()[0]:
+            return None
+        try:
+            saved = json.loads((bm25_dir(db) / "halucheck.json").read_text())
+        except (OSError, ValueError):
+            return None
+        if saved.get("generation") != int(generation) or not (bm25_dir(db) / "chunk_ids.npy").is_file():
+            return None
+        prefix = str(root).rstrip(os.sep) + os.sep
+        known = {r[0]: r[1:] for r in con.execute(
+            "SELECT path, size, mtime_ns, sha256, status, reason FROM files WHERE starts_with(path, ?)", [prefix]
+        ).fetchall()}
+        for path in ingest.iter_files(root, exclude=(db, Path(str(db) + ".wal")), warn=notes.append):
+            old = known.pop(str(path), None)
+            try:
+                st = path.stat()
+            except OSError:
+                return None
+            if old is None or (old[0], old[1]) != (st.st_size, st.st_mtime_ns):
+                return None
+            _unchanged(report, str(path), old, notes.append)
+        if known:  # files gone
+            return None
+        report.documents = con.execute("SELECT count(*) FROM documents").fetchone()[0]
+        report.chunks = con.execute("SELECT count(*) FROM chunks").fetchone()[0]
+    finally:
+        con.close()
+    for note in notes:
+        warn(note)
     return report
 
 

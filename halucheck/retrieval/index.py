@@ -127,7 +127,8 @@ class Index:
         from halucheck.retrieval import store
 
         generation = int(store.get_meta(self._con, "generation", "0"))
-        fresh = ensure_bm25(self._con, self.db, generation, save=os.access(self.db.parent, os.W_OK))
+        # a reader never writes beside the index (another may be reading that folder): a build saves it
+        fresh = ensure_bm25(self._con, self.db, generation, save=False)
         if fresh is not None:
             self._bm25, self._bm25_ids = fresh
         else:

@@ -6,6 +6,8 @@ each applied one is recorded in ``index_migrations``, so opening an older file u
 
 from __future__ import annotations
 
+import re
+import time
 from pathlib import Path
 
 from halucheck.store import migrations
@@ -43,21 +45,37 @@ def _duckdb():
     return duckdb
 
 
-def connect(db: str | Path, create: bool = False, read_only: bool = False):
-    """Open (and migrate) an index file. Missing or corrupt files raise :class:`InputError`, one line."""
+LOCK_WAIT_S = 5.0  # how long opening an index waits for another process to let go of it
+_LOCK_RETRY_S = 0.1
+# DuckDB's words for a file another process has open (or, in this process, open read-only beside read-write)
+_IN_USE = ("lock", "different configuration")
+
+
+def connect(db: str | Path, create: bool = False, read_only: bool = False, wait_s: float | None = None):
+    """Open (and migrate) an index file. Missing or corrupt files raise :class:`InputError`, one line.
+
+    Any number of read-only connections (runs, searches) share the file; a writable one (a build) needs it
+    alone. Either waits up to ``wait_s`` (default ``LOCK_WAIT_S``) for the other kind to let go, then says
+    the index is in use."""
     duckdb = _duckdb()
     db = Path(db)
     if not create and not db.is_file():
         raise InputError(f"no index at {db}; {HINT.format(db=db)}")
     if create:
         db.parent.mkdir(parents=True, exist_ok=True)
-    try:
-        con = duckdb.connect(str(db), read_only=read_only)
-    except duckdb.Error as exc:
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        if "lock" in first.lower():
-            raise InputError(f"{db} is in use by another process ({first}); wait for it to finish") from None
-        raise InputError(f"{db} is not a readable DuckDB index ({first}); delete it and {HINT.format(db=db)}") from None
+    deadline = time.monotonic() + (LOCK_WAIT_S if wait_s is None else wait_s)
+    while True:
+        try:
+            con = duckdb.connect(str(db), read_only=read_only)
+            break
+        except duckdb.Error as exc:
+            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            if not any(word in first.lower() for word in _IN_USE):
+                raise InputError(f"{db} is not a readable DuckDB index ({first}); delete it and "
+                                 f"{HINT.format(db=db)}") from None
+            if time.monotonic() >= deadline or "different configuration" in first:  # this process: no use waiting
+                raise _in_use(db, read_only, first) from None
+            time.sleep(_LOCK_RETRY_S)
     try:
         con.execute("SET enable_progress_bar = false")
         if read_only:
@@ -72,6 +90,17 @@ def connect(db: str | Path, create: bool = False, read_only: bool = False):
         con.close()
         raise
     return con
+
+
+def _in_use(db: Path, read_only: bool, detail: str) -> InputError:
+    pid = re.search(r"PID (\d+)", detail)
+    who = f" (PID {pid.group(1)})" if pid else ""
+    if read_only:
+        return InputError(f"the index {db} is being built or updated by another process{who}; wait for it to "
+                          "finish, then run the same command again")
+    return InputError(f"the index {db} is in use by another process{who}: a run or search reading it, or another "
+                      "build; it can be updated only when nothing else has it open: wait for that to finish, then "
+                      "run the same command again")
 
 
 def _check_schema(con, db: Path) -> None:

@@ -8,8 +8,8 @@ Failed work is stored as failed, never as done: an item whose claim extraction f
 valid verdict (or with a failed turn) is debated again. Errors are replaced when the work is retried, so
 the reports show only the failures that still stand.
 
-Schema changes are named, ordered migrations (``MIGRATIONS``, applied by :mod:`halucheck.store.migrations`)
-recorded in the ``migrations`` table.
+Schema changes are named, ordered migrations (``MIGRATIONS`` in :mod:`halucheck.store.schema`, applied by
+:mod:`halucheck.store.migrations`) recorded in the ``migrations`` table.
 """
 
 from __future__ import annotations
@@ -18,88 +18,14 @@ import json
 import re
 import threading
 import time
+import uuid
 from pathlib import Path
 from typing import Iterable, Sequence
 
 from halucheck.store import migrations
-from halucheck.errors import HalucheckError
+from halucheck.errors import DiskError, HalucheckError, disk_problem
 from halucheck.records import Evidence, Turn, Verdict
-
-MIGRATIONS: list[tuple[str, str]] = [
-    (
-        "001_initial",
-        """
-        CREATE TABLE meta (key VARCHAR PRIMARY KEY, value VARCHAR);
-        CREATE TABLE items (
-            idx INTEGER PRIMARY KEY, id VARCHAR, line INTEGER, question VARCHAR, answer VARCHAR,
-            context VARCHAR, truncated_at INTEGER, claims_done BOOLEAN DEFAULT FALSE);
-        CREATE TABLE claims (
-            claim_id VARCHAR PRIMARY KEY, item_idx INTEGER, ordinal INTEGER, text VARCHAR,
-            question VARCHAR, span_start INTEGER, span_end INTEGER, evidence_done BOOLEAN DEFAULT FALSE);
-        CREATE TABLE queries (claim_id VARCHAR, ordinal INTEGER, query VARCHAR);
-        CREATE TABLE evidence (
-            claim_id VARCHAR, rank INTEGER, source VARCHAR, start_char INTEGER, end_char INTEGER,
-            score DOUBLE, text VARCHAR);
-        CREATE TABLE turns (
-            claim_id VARCHAR, ordinal INTEGER, state VARCHAR, role VARCHAR, opinion VARCHAR,
-            factuality BOOLEAN, error_severity INTEGER, error VARCHAR, prompt_tokens INTEGER,
-            completion_tokens INTEGER, cached_tokens INTEGER, latency_s DOUBLE);
-        CREATE TABLE verdicts (
-            claim_id VARCHAR PRIMARY KEY, factuality BOOLEAN, error_severity INTEGER, confidence DOUBLE,
-            rounds INTEGER, consensus BOOLEAN, error VARCHAR);
-        CREATE TABLE errors (item_idx INTEGER, line INTEGER, stage VARCHAR, message VARCHAR);
-        CREATE TABLE stage_stats (
-            stage VARCHAR, calls INTEGER, prompt_tokens BIGINT, completion_tokens BIGINT,
-            cached_tokens BIGINT, wall_s DOUBLE, recorded_at TIMESTAMP DEFAULT current_timestamp);
-        CREATE TABLE llm_cache (
-            key VARCHAR PRIMARY KEY, tag VARCHAR, text VARCHAR, parsed VARCHAR, prompt_tokens INTEGER,
-            completion_tokens INTEGER, cached_tokens INTEGER, attempts INTEGER, latency_s DOUBLE);
-        """,
-    ),
-    (
-        "002_verdict_score",
-        """
-        ALTER TABLE turns ADD COLUMN p_factual DOUBLE;
-        ALTER TABLE turns ADD COLUMN capped BOOLEAN DEFAULT FALSE;
-        ALTER TABLE turns ADD COLUMN repaired VARCHAR;
-        ALTER TABLE verdicts ADD COLUMN p_hallucinated DOUBLE;
-        """,
-    ),
-    (
-        # errors of one claim (failed queries), the own id of an unusable input line, failed LLM calls
-        "003_failures",
-        """
-        ALTER TABLE errors ADD COLUMN claim_id VARCHAR;
-        ALTER TABLE errors ADD COLUMN item_id VARCHAR;
-        ALTER TABLE stage_stats ADD COLUMN failed_calls INTEGER DEFAULT 0;
-        """,
-    ),
-    (
-        # which verifier made each turn and decided each verdict (a cascade has several); NULL: the debate
-        "004_verifier",
-        """
-        ALTER TABLE turns ADD COLUMN verifier VARCHAR;
-        ALTER TABLE verdicts ADD COLUMN verifier VARCHAR;
-        """,
-    ),
-    (
-        # what kind of claim it is, which routes it: knowledge (the chosen verifier), calculation, citation
-        "005_claim_kind",
-        """
-        ALTER TABLE claims ADD COLUMN kind VARCHAR DEFAULT 'knowledge';
-        """,
-    ),
-    (
-        # a cached reply keeps its token log-probabilities (JSON [[token, logprob], ...]; NULL: none were
-        # asked for, or the reply was cached before this column): a replayed verdict keeps its score
-        "006_cache_logprobs",
-        """
-        ALTER TABLE llm_cache ADD COLUMN logprobs VARCHAR;
-        """,
-    ),
-]
-
-MIGRATIONS_TABLE = "migrations"  # where applied migrations are recorded
+from halucheck.store.schema import CACHE_COLUMNS, MIGRATIONS, MIGRATIONS_TABLE, TURN_COLUMNS, VERDICT_COLUMNS, Rows
 
 MAX_DEFER_S = 1.0  # the longest a deferred LLM reply waits for a transaction to be written in
 
@@ -113,8 +39,17 @@ class RunStoreError(HalucheckError):
     """The run database cannot be used: in use by another process, or damaged."""
 
 
+class RunStoreDiskError(RunStoreError, DiskError):
+    """The run database cannot be written: its disk is full or its folder read-only."""
+
+
 def _first_line(exc: BaseException) -> str:
     return (str(exc).splitlines() or [type(exc).__name__])[0]
+
+
+def _in_use(exc: BaseException) -> bool:
+    """DuckDB's words for a file another process holds (a path may well contain the word "lock")."""
+    return "Could not set lock" in str(exc) or "Conflicting lock" in str(exc)
 
 
 def _is_damage(exc: BaseException) -> bool:
@@ -134,18 +69,29 @@ class RunStore:
     run still in progress elsewhere, which holds DuckDB's file lock, is never thrown away.
     """
 
-    def __init__(self, path: str | Path, restart: bool = False) -> None:
+    def __init__(self, path: str | Path, restart: bool = False, read_only: bool = False) -> None:
+        """``read_only``: only read (reports of a run whose folder cannot be written); nothing is migrated."""
         import duckdb
 
         self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
         self.lock = threading.RLock()
         self._pending_cache: dict[str, tuple] = {}  # deferred llm_cache rows, written by the next _tx
         self._pending_since = 0.0
+        self._provisional: tuple[str, str] | None = None  # (stage, pass) whose cached replies are counted
+        self._failed = False  # a write failed for the disk: close() writes nothing more
+        if read_only:
+            self._open_read_only()
+            return
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise self._failure(exc) from None
         try:
             self.con = duckdb.connect(str(self.path))
         except duckdb.Error as exc:
-            if "lock" in str(exc).lower():
+            if disk_problem(exc):
+                raise self._failure(exc) from None
+            if _in_use(exc):
                 pid = re.search(r"PID (\d+)", str(exc))
                 raise RunStoreError(
                     f"run database {self.path} is in use by another halucheck process"
@@ -163,6 +109,8 @@ class RunStore:
             self._migrate()
         except duckdb.Error as exc:
             self.con.close()
+            if disk_problem(exc):
+                raise self._failure(exc) from None
             if restart and _is_damage(exc):
                 self._remove_files()
                 self.con = duckdb.connect(str(self.path))
@@ -170,11 +118,52 @@ class RunStore:
             else:
                 raise self._damaged(exc) from None
 
+    def _open_read_only(self) -> None:
+        import duckdb
+
+        try:
+            self.con = duckdb.connect(str(self.path), read_only=True)
+            done = migrations.recorded(self.con, MIGRATIONS_TABLE)
+        except duckdb.Error as exc:
+            if _in_use(exc):
+                raise RunStoreError(f"run database {self.path} is in use by another halucheck process; wait for "
+                                    "it to finish, then run again") from None
+            raise self._damaged(exc) from None
+        if done is None or any(name not in done for name, _ in MIGRATIONS):
+            self.con.close()
+            raise RunStoreDiskError(
+                f"run database {self.path} is read-only and was made by an older halucheck (or is not a run "
+                f"database): make {self.path.parent} writable so it can be brought up to date, then run the same "
+                "command again")
+
     def _damaged(self, exc: BaseException) -> RunStoreError:
         return RunStoreError(
             f"run database {self.path} is damaged or not a run database ({_first_line(exc)}); "
             "run again with --restart to start this run over, or use another --out"
         )
+
+    def _failure(self, exc: BaseException) -> BaseException:
+        """The one-line error for ``exc``: the disk full or read-only, the file damaged; else ``exc``."""
+        problem = disk_problem(exc)
+        folder = self.path.parent
+        if problem is not None:
+            self._failed = True
+        if problem == "full":
+            return RunStoreDiskError(
+                f"no space left on the disk of {self.path} ({_first_line(exc)}); free some space, then run the "
+                "same command again: the run resumes where it stopped, with everything written so far")
+        if problem == "read-only" and not folder.is_dir():
+            return RunStoreDiskError(f"cannot make the run folder {folder} ({_first_line(exc)}): the folder it goes "
+                                     "in is read-only; choose a writable --out")
+        if problem == "read-only":
+            keep = f" (a copy of {folder} there resumes the run in it)" if self.path.is_file() else ""
+            return RunStoreDiskError(
+                f"run database {self.path} cannot be written ({_first_line(exc)}): {folder} is read-only; make "
+                f"it writable and run the same command again, or choose a writable --out{keep}")
+        if _is_damage(exc):
+            self._failed = True
+            return self._damaged(exc)
+        return exc
 
     def _remove_files(self) -> None:
         for p in (self.path, Path(str(self.path) + ".wal")):
@@ -191,10 +180,25 @@ class RunStore:
             migrations.apply(self.con, MIGRATIONS, table=MIGRATIONS_TABLE)
 
     def close(self) -> None:
+        import duckdb
+
         with self.lock:
-            if self._pending_cache:
-                self._tx([])
-            self.con.close()
+            try:
+                if self._pending_cache and not self._failed:
+                    self._tx([])
+            finally:
+                try:
+                    self.con.close()
+                except duckdb.Error:  # a database DuckDB gave up on after a failed write: nothing to keep
+                    pass
+
+    def count_cached_replies(self, stage: str | None) -> None:
+        """From now on, each LLM reply cached is counted at once, in the transaction that writes it, as a
+        provisional cost of ``stage``; the stage's own costs (the ``stats`` of ``save_*``) replace those
+        rows when they are written. A run stopped in between keeps the cost of every reply it kept (a
+        resumed run asks those no more). None: stop counting."""
+        with self.lock:
+            self._provisional = (stage, uuid.uuid4().hex) if stage else None
 
     # -- helpers ---------------------------------------------------------------------------------
     def _tx(self, statements: Iterable[tuple]) -> None:
@@ -206,7 +210,8 @@ class RunStore:
         with self.lock:
             pending = self._take_pending_cache()
             if pending:
-                statements = [(Rows("llm_cache", CACHE_COLUMNS, pending, verb="INSERT OR REPLACE"),), *statements]
+                statements = [(Rows("llm_cache", CACHE_COLUMNS, pending, verb="INSERT OR REPLACE"),),
+                              *self._provisional_cost(pending), *statements]
             try:
                 self.con.execute("BEGIN")
                 try:
@@ -226,13 +231,17 @@ class RunStore:
                             self.con.execute(sql, params)
                     self.con.execute("COMMIT")
                 except BaseException:
-                    self.con.execute("ROLLBACK")
+                    try:
+                        self.con.execute("ROLLBACK")
+                    except duckdb.Error:  # a COMMIT that failed (a full disk) has rolled back already
+                        pass
                     for r in pending:  # not written: keep them for the next transaction
                         self._pending_cache.setdefault(r[0], r)
                     raise
             except duckdb.Error as exc:
-                if _is_damage(exc):
-                    raise self._damaged(exc) from None
+                failure = self._failure(exc)
+                if failure is not exc:
+                    raise failure from None
                 raise
 
     def query(self, sql: str, params: list | None = None) -> list[tuple]:
@@ -242,8 +251,9 @@ class RunStore:
             try:
                 return self.con.execute(sql, params or []).fetchall()
             except duckdb.Error as exc:
-                if _is_damage(exc):
-                    raise self._damaged(exc) from None
+                failure = self._failure(exc)
+                if failure is not exc:
+                    raise failure from None
                 raise
 
     # -- meta --------------------------------------------------------------------------------------
@@ -385,14 +395,24 @@ class RunStore:
         self._tx(self._stats_statement((stage, calls, prompt_tokens, completion_tokens, cached_tokens, wall_s,
                                         failed_calls)))
 
-    @staticmethod
-    def _stats_statement(stats: tuple | None) -> list[tuple]:
-        """(stage, calls, prompt_tokens, completion_tokens, cached_tokens, wall_s[, failed_calls])."""
+    def _stats_statement(self, stats: tuple | None) -> list[tuple]:
+        """(stage, calls, prompt_tokens, completion_tokens, cached_tokens, wall_s[, failed_calls]); they
+        replace the provisional costs counted so far (:meth:`count_cached_replies`)."""
         if stats is None:
             return []
         stats = tuple(stats) + (0,) * (7 - len(stats))
-        return [("INSERT INTO stage_stats (stage, calls, prompt_tokens, completion_tokens, cached_tokens, "
-                 "wall_s, failed_calls) VALUES (?, ?, ?, ?, ?, ?, ?)", list(stats))]
+        replaced = [("DELETE FROM stage_stats WHERE pass = ?", [self._provisional[1]])] if self._provisional else []
+        return replaced + [("INSERT INTO stage_stats (stage, calls, prompt_tokens, completion_tokens, cached_tokens, "
+                            "wall_s, failed_calls) VALUES (?, ?, ?, ?, ?, ?, ?)", list(stats))]
+
+    def _provisional_cost(self, cached: list[tuple]) -> list[tuple]:
+        """The provisional stage_stats row of the calls behind ``cached`` llm_cache rows (none when not counting)."""
+        if self._provisional is None:
+            return []
+        stage, pass_id = self._provisional
+        calls, pt, ct, cached_t = (sum(r[i] or 0 for r in cached) for i in (7, 4, 5, 6))
+        return [("INSERT INTO stage_stats (stage, calls, prompt_tokens, completion_tokens, cached_tokens, wall_s, "
+                 "failed_calls, pass) VALUES (?, ?, ?, ?, ?, 0, 0, ?)", [stage, calls, pt, ct, cached_t, pass_id])]
 
     # -- what is left to do (the pipeline's resume) ------------------------------------------------
     def now(self):
@@ -532,54 +552,6 @@ class RunStore:
                 for cid, f, sev, conf, rounds, consensus, err, p_h, who in self.query(
                     "SELECT claim_id, factuality, error_severity, confidence, rounds, consensus, error, "
                     "p_hallucinated, coalesce(verifier, 'debate') FROM verdicts")}
-
-
-CACHE_COLUMNS = ("key", "tag", "text", "parsed", "prompt_tokens", "completion_tokens", "cached_tokens", "attempts",
-                 "latency_s", "logprobs")
-TURN_COLUMNS = ("claim_id", "ordinal", "state", "role", "opinion", "factuality", "error_severity", "error",
-                "prompt_tokens", "completion_tokens", "cached_tokens", "latency_s", "p_factual", "capped", "repaired",
-                "verifier")
-VERDICT_COLUMNS = ("claim_id", "factuality", "error_severity", "confidence", "rounds", "consensus", "error",
-                   "p_hallucinated", "verifier")
-
-
-class Rows:
-    """Rows for one table, inserted column-wise: DuckDB scans a dict of numpy arrays in one statement,
-    ~1000x faster than ``executemany`` (about 1 ms per row)."""
-
-    def __init__(self, table: str, columns: tuple[str, ...], rows: list[tuple], verb: str = "INSERT") -> None:
-        self.table, self.columns, self.rows, self.verb = table, columns, rows, verb
-
-    _VALUES = re.compile(r"^\s*(INSERT(?: OR (?:REPLACE|IGNORE))?) INTO (\w+)\s*(?:\(([^)]*)\))?\s*VALUES",
-                         re.IGNORECASE)
-
-    @classmethod
-    def bulk(cls, sql: str) -> bool:
-        return bool(cls._VALUES.match(sql))
-
-    @classmethod
-    def from_sql(cls, sql: str, rows: list) -> "Rows":
-        """The same insert as ``executemany(sql, rows)`` for ``INSERT INTO t [(cols)] VALUES (?, ...)``
-        (a statement without a column list fills the table's columns in order)."""
-        verb, table, cols = cls._VALUES.match(sql).groups()
-        return cls(table, tuple(c.strip() for c in cols.split(",")) if cols else (), rows, verb.upper())
-
-    def insert(self, con) -> None:
-        if not self.rows:
-            return
-        import numpy as np
-
-        columns = self.columns or tuple(
-            r[0] for r in con.execute(
-                "SELECT column_name FROM duckdb_columns() WHERE table_name = ? ORDER BY column_index",
-                [self.table]).fetchall())[:len(self.rows[0])]
-        batch = {}
-        for name, values in zip(columns, zip(*self.rows)):
-            arr = np.empty(len(values), dtype=object)
-            arr[:] = values
-            batch[name] = arr
-        cols = ", ".join(columns)
-        con.execute(f"{self.verb} INTO {self.table} ({cols}) SELECT {cols} FROM batch")
 
 
 def dumps(obj) -> str:

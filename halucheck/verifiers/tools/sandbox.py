@@ -1,8 +1,9 @@
 """Run untrusted Python (written by a model or a user) inside a bubblewrap sandbox.
 
 The program sees a read-only system (``/usr`` and the ``/bin``, ``/lib*`` links, a few loader files from
-``/etc``, the interpreter's own prefix), a fresh ``/dev`` and ``/proc``, and two small private tmpfs
-mounts: ``/tmp`` and its working directory ``/sandbox`` (where its code lies, read-only, as ``main.py``).
+``/etc``, the interpreter's own prefix), a fresh read-only ``/dev`` and ``/proc``, and three small private tmpfs
+mounts: ``/tmp``, ``/dev/shm`` and its working directory ``/sandbox`` (where its code lies, read-only, as
+``main.py``).
 Every namespace is unshared (so it has no network), nested user namespaces are refused, the environment is
 cleared, and the program runs in its own session and dies with its parent. The code runs on this
 interpreter, or on the system's ``python3`` when a spare uid (below) could not read this one (a Python
@@ -20,7 +21,8 @@ How each limit is enforced:
   the count is kept per user namespace, so the limit covers exactly the sandbox's own tasks.
 * Memory and CPU time are per process, so a program with many processes may use up to ``processes``
   times either; the process limit and the wall clock bound the whole.
-* The tmpfs mounts have a fixed size, so files cannot fill memory either.
+* The tmpfs mounts have a fixed size, so files cannot fill memory either; they are the only writable
+  mounts (``/dev`` is read-only, apart from its device nodes), so at most three times ``disk_mb``.
 * At most ``output_bytes`` of stdout and of stderr are kept; one byte more and the sandbox is killed.
 * The wall-clock timeout kills bwrap's process group; bwrap's ``--die-with-parent`` then kills the
   sandbox's pid 1, and with it every process of the sandbox's pid namespace.
@@ -88,8 +90,8 @@ class Limits:
 
     ``wall_s`` is real time for the whole run; ``memory_mb`` is address space per process and ``cpu_s``
     CPU time per process (whole seconds, rounded up); ``processes`` counts the program's tasks
-    (processes and threads) at once, itself included; ``disk_mb`` is the size of each of the two tmpfs
-    mounts; ``output_bytes`` applies to stdout and stderr separately.
+    (processes and threads) at once, itself included; ``disk_mb`` is the size of each of the three
+    tmpfs mounts (``/tmp``, ``/dev/shm``, ``/sandbox``); ``output_bytes`` applies to stdout and stderr separately.
     """
 
     wall_s: float = 10.0
@@ -229,8 +231,11 @@ def _bwrap_options(python: _Python, code_fd: int, limits: Limits) -> list[str]:
         options += ["--ro-bind-try", path, path]
     if not _is_under(python.prefix, "/usr"):
         options += ["--ro-bind", python.prefix, python.prefix]
-    options += ["--dev", "/dev", "--proc", "/proc"]
     disk = str(limits.disk_mb * 2**20)
+    # bwrap's /dev is an unbounded tmpfs (with /dev/shm a plain folder in it): give /dev/shm a bounded
+    # tmpfs of its own and make /dev itself read-only, so every writable mount has a fixed size
+    options += ["--dev", "/dev", "--size", disk, "--tmpfs", "/dev/shm", "--remount-ro", "/dev",
+                "--proc", "/proc"]
     options += ["--size", disk, "--tmpfs", "/tmp", "--size", disk, "--tmpfs", WORKDIR,
                 "--ro-bind-data", str(code_fd), SCRIPT, "--remount-ro", "/", "--chdir", WORKDIR,
                 "--clearenv"]

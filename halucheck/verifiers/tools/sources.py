@@ -8,13 +8,18 @@ corpus search finds elsewhere.
 
 What counts as a reference (:func:`find_sources`): a file name with an extension the corpus can hold
 (``products.md``, ``Q3-report.pdf``), anywhere; and the text of a source note, ``(source: X)`` /
-``[sources: X]`` / ``(see X)`` / a line ``Source: X``. A document answers to its file name (with or without
-the extension, ``-`` and ``_`` read as spaces), its path under the corpus folder, and its title (the first
-line of its text, without Markdown's ``#``); case, accents and punctuation aside (:func:`name_key`).
+``[sources: X]`` / ``(see X)`` / a line ``Source: X``, one reference per name where a note lists several
+(``;`` or ``,`` between them; a locator such as ``p. 4`` is no name). A document answers to its file name
+(with or without the extension, ``-`` and ``_`` read as spaces), its path under the corpus folder, and its
+title (the first line of its text, without Markdown's ``#``); case, accents and punctuation aside
+(:func:`name_key`). Given the corpus's names, the finder reads a name the way the corpus spells it, so a
+file name with spaces or parentheses (``(source: Q3 report (draft) v2.md)``, ``per Company Facts 2023.txt``)
+is one reference, the longest corpus name written there; a name the corpus lacks is read as written.
 """
 
 from __future__ import annotations
 
+import bisect
 import os
 import re
 import time
@@ -30,8 +35,14 @@ from halucheck.verifiers.base import Cost, Verifier, failed_verdict
 # the ingester's file types (halucheck.ingest.SUPPORTED_SUFFIXES), as a regex alternative
 _EXTENSIONS = r"md|markdown|txt|html?|pdf|docx|jsonl"
 _FILE = re.compile(rf"(?<![\w/.:@-])([A-Za-z0-9_][\w\-./]*\.(?:{_EXTENSIONS}))(?![\w-])", re.IGNORECASE)
-_NOTE = re.compile(r"[(\[]\s*(?:sources?|see|ref|cf\.)\s*[:\-]?\s*([^)\]\n]{2,120}?)\s*[)\]]"
-                   r"|^[ \t]*sources?[ \t]*:[ \t]*(.{2,120}?)[ \t]*$", re.IGNORECASE | re.MULTILINE)
+_FILE_END = re.compile(rf"\.(?:{_EXTENSIONS})(?![\w-])", re.IGNORECASE)
+# where a source note's names begin: after "(source:" / "[see" (closed by a bracket) or a line "Source:"
+_NOTE = re.compile(r"(?P<bracket>[(\[])\s*(?:sources?|see|ref|cf\.)(?!\w)\s*[:\-]?\s*"
+                   r"|^[ \t]*sources?[ \t]*:[ \t]*", re.IGNORECASE | re.MULTILINE)
+_LOCATOR = re.compile(r"(?:(?:pp?|pages?|para(?:graph)?|sec(?:tion)?|ch(?:ap(?:ter)?)?|lines?|fig(?:ure)?|"
+                      r"table|slide|art(?:icle)?|§)\.?\s*)?\d[\w.\-\u2013/]*", re.IGNORECASE)
+NOTE_CHARS = 120  # the longest name a note is read for when the corpus has no longer one
+_NOT_WORD = re.compile(r"[^\w]+|_")
 _WEB = re.compile(r"\b(?:www\.|[\w-]+\.(?:com|org|net|edu|gov|io|co)/)", re.IGNORECASE)
 TITLE_WORDS = 14  # a first line longer than this is prose, not a title
 P_FOUND, P_MISSING = 0.02, 0.98  # a lookup has no graded belief; these keep it a probability
@@ -47,29 +58,150 @@ class SourceRef:
     end: int
 
 
-def find_sources(text: str) -> list[SourceRef]:
+def find_sources(text: str, names: "SourceNames | None" = None) -> list[SourceRef]:
     """The corpus-document references in ``text``, in order (see the module doc). A source note naming
-    several documents (``source: a.md, b.md``) gives one reference per file name in it."""
+    several documents (``source: a.md; b.md``) gives one reference per name in it. ``names``: the corpus's
+    document names; a name it holds is read whole however it is spelled (spaces, parentheses, accents),
+    the longest one written at that place."""
+    files = [(m.start(1), m.start(1) + len(m.group(1).rstrip(".")))
+             for m in _FILE.finditer(text) if not _WEB.search(text[max(0, m.start() - 40):m.end()])]
     refs: list[SourceRef] = []
-    for m in _FILE.finditer(text):
-        if not _WEB.search(text[max(0, m.start() - 40):m.end()]):  # a web address, not a corpus file
-            refs.append(SourceRef(m.group(1).rstrip("."), m.start(1), m.start(1) + len(m.group(1).rstrip("."))))
+    taken: list[tuple[int, int]] = []  # the spans of ``refs``, in order (they never overlap)
+
+    def add(ref: SourceRef) -> None:
+        i = bisect.bisect_left(taken, (ref.end,))  # the first reference starting at or after this one's end
+        if not (i and taken[i - 1][1] > ref.start):
+            taken.insert(i, (ref.start, ref.end))
+            refs.append(ref)
+
     for m in _NOTE.finditer(text):
-        group = 1 if m.group(1) is not None else 2
-        s, e = m.start(group), m.end(group)
-        if any(r.start < e and s < r.end for r in refs):  # a note naming a file: the file name is the reference
-            continue
-        name = m.group(group).strip().strip("\"'\u201c\u201d").rstrip(".")
-        if name and not _WEB.search(name) and not name.lower().startswith("http"):
-            refs.append(SourceRef(name, s, e))
+        for ref in _note_refs(text, m.end(), bool(m.group("bracket")), files, names):
+            add(ref)
+    if names is not None:  # a corpus file name written in the text, spaces and all
+        for m in _FILE_END.finditer(text):
+            span = _written_file_name(text, m.end(), names)
+            if span:
+                add(SourceRef(text[span[0]:span[1]], *span))
+    for s, e in files:
+        add(SourceRef(text[s:e], s, e))
     return sorted(refs, key=lambda r: r.start)
+
+
+def _note_end(text: str, pos: int, bracket: bool, limit: int) -> int | None:
+    """Where the names of a note starting at ``pos`` end: its closing bracket (brackets inside a name are
+    balanced) or, for a ``Source:`` line, the line's end; None: the note is not closed in ``limit``."""
+    depth = 0
+    for i in range(pos, min(len(text), pos + limit)):
+        ch = text[i]
+        if ch == "\n":
+            return None if bracket else i
+        if bracket and ch in "([":
+            depth += 1
+        elif bracket and ch in ")]":
+            if depth == 0:
+                return i
+            depth -= 1
+    return None if bracket or pos + limit < len(text) else len(text)
+
+
+def _separator(text: str, pos: int, end: int) -> int:
+    """The next ``;`` or ``,`` outside brackets in ``text[pos:end]`` (``end`` if none)."""
+    depth = 0
+    for i in range(pos, end):
+        ch = text[i]
+        if ch in "([":
+            depth += 1
+        elif ch in ")]":
+            depth = max(0, depth - 1)
+        elif ch in ";," and depth == 0:
+            return i
+    return end
+
+
+def _trimmed(text: str, start: int, end: int) -> tuple[int, int]:
+    """``start:end`` without surrounding blanks and quotes and a closing full stop."""
+    while start < end and (text[start].isspace() or text[start] in "\"'\u201c\u201d"):
+        start += 1
+    while end > start and (text[end - 1].isspace() or text[end - 1] in "\"'\u201c\u201d."):
+        end -= 1
+    return start, end
+
+
+def _note_refs(text: str, pos: int, bracket: bool, files: list[tuple[int, int]],
+               names: "SourceNames | None") -> list[SourceRef]:
+    """The names a source note lists from ``pos`` on: each the longest corpus name written there, else the
+    text up to the next separator (its file names, where it is no file name itself; nothing if a locator)."""
+    limit = max(NOTE_CHARS, 2 * names.longest + 40) if names is not None else NOTE_CHARS
+    end = _note_end(text, pos, bracket, limit)
+    if end is None:
+        return []
+    refs: list[SourceRef] = []
+    while pos < end:
+        pos, _ = _trimmed(text, pos, end)
+        if pos >= end:
+            break
+        known = _known_name(text, pos, end, names) if names is not None else None
+        stop = _separator(text, known or pos, end)
+        if known:
+            refs.append(SourceRef(text[pos:known], pos, known))
+        else:
+            refs += _written_name(text, *_trimmed(text, pos, stop), files, names)
+        pos = stop + 1
+    return refs
+
+
+def _known_name(text: str, pos: int, end: int, names: "SourceNames") -> int | None:
+    """The end of the longest corpus name ``text[pos:end]`` starts with, followed by nothing but a
+    separator or a locator (``, p. 4``); None if there is none."""
+    best = None
+    for j in range(pos + 1, min(end, pos + 2 * names.longest + 8) + 1):
+        if j < end and (text[j].isalnum() or text[j] == "_") or not (text[j - 1].isalnum() or text[j - 1] in "_)]"):
+            continue  # not the end of a word
+        if name_key(text[pos:j]) in names.by_key:
+            rest = text[slice(*_trimmed(text, j, _separator(text, j, end)))]
+            if not rest or _LOCATOR.fullmatch(rest):
+                best = j
+    return best
+
+
+def _written_name(text: str, start: int, end: int, files: list[tuple[int, int]],
+                  names: "SourceNames | None") -> list[SourceRef]:
+    """The reference(s) in one name of a note that is not (the start of) a corpus name."""
+    name = text[start:end]
+    if len(name) < 2 or _WEB.search(name) or name.lower().startswith("http"):
+        return []
+    first = bisect.bisect_left(files, (start,))
+    inner = [SourceRef(text[s:e], s, e) for s, e in files[first:bisect.bisect_left(files, (end,), first)] if e <= end]
+    if names is not None and any(names.resolve(r.name) for r in inner):
+        return inner  # "(see the manual in products.md)": the corpus's file
+    extensions = [m.end() for m in _FILE_END.finditer(name)]
+    if extensions == [len(name)]:
+        return [SourceRef(name, start, end)]  # one file name, spaces and all
+    if inner:
+        return inner
+    return [] if _LOCATOR.fullmatch(name) else [SourceRef(name, start, end)]
+
+
+def _written_file_name(text: str, end: int, names: "SourceNames") -> tuple[int, int] | None:
+    """The longest corpus file name (or path) written in ``text`` up to ``end`` (the end of its
+    extension), starting at a word: its span, or None."""
+    best = None
+    for s in range(end - 1, max(-1, end - 2 * names.longest - 8), -1):
+        ch = text[s]
+        if ch == "\n":
+            break
+        if (ch.isalnum() or ch == "_") and (s == 0 or text[s - 1].isspace() or text[s - 1] in "([{\"'\u201c\u2018:"):
+            if name_key(text[s:end]) in names.file_keys and not _WEB.search(text[max(0, s - 40):end]):
+                best = (s, end)
+    return best
 
 
 def name_key(name: str) -> str:
     """A name as compared: accents, case and punctuation removed, ``-``/``_``/``.`` read as spaces."""
-    text = unicodedata.normalize("NFKD", name)
-    text = "".join(ch for ch in text if not unicodedata.combining(ch)).casefold()
-    return " ".join(re.sub(r"[^\w]+|_", " ", text).split())
+    text = name
+    if not text.isascii():  # (plain ASCII has no accents to take off)
+        text = "".join(ch for ch in unicodedata.normalize("NFKD", text) if not unicodedata.combining(ch))
+    return " ".join(_NOT_WORD.sub(" ", text.casefold()).split())
 
 
 def title_of(text: str) -> str | None:
@@ -90,18 +222,24 @@ class SourceNames:
 
     def __init__(self, documents: Iterable[tuple[str, str]], root: str | os.PathLike | None = None) -> None:
         self.by_key: dict[str, list[str]] = {}
+        self.file_keys: set[str] = set()  # the keys of file names and paths, extension included
+        self.longest = 0  # the longest name, in characters
         for source, text in sorted(documents):
             path = PurePath(source)
             names = {path.name, path.stem}
+            files = {path.name}
             if root is not None:
                 try:
-                    names.add(str(path.relative_to(root)))
+                    files.add(str(path.relative_to(root)))
                 except ValueError:
                     pass
+            names |= files
+            self.file_keys |= {name_key(f) for f in files}
             title = title_of(text or "")
             if title:
                 names.add(title)
             for name in names:
+                self.longest = max(self.longest, len(name))
                 key = name_key(name)
                 if key and source not in self.by_key.setdefault(key, []):
                     self.by_key[key].append(source)
