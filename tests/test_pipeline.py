@@ -471,7 +471,7 @@ def test_a_stored_calibrator_gives_every_model_claim_its_calibrated_probability(
         assert c["calibrated_decision"] == cal.decide(c["p_raw"])
     assert {round(c["p_hallucinated"], 2) for c in claims} == {0.25, 0.75}
     html = (tmp_path / "calibrated" / "report.html").read_text()
-    assert "calibrated: isotonic map" in html and "<svg" in html
+    assert "calibrated: isotonic map" in html and 'src="data:image/svg+xml;base64,' in html
     # --calibration NAME: a named map instead of the default; a name not stored stops the run before any work
     named = calibration.fit(scores, labels, methods=["temperature"], verifier="debate", profile=prof.name,
                             model=prof.model, name="toys", datasets=["toy"], split="dev")
@@ -501,3 +501,26 @@ def test_top_k_is_the_evidence_count_of_retrieval_prompts_and_reply_schemas(tmp_
         passages = request.schema["anyOf"][0]["properties"]["passages"]["items"]["enum"]
         assert passages == list(range(1, top_k + 1)), request.tag
         assert f"[{top_k}]" in request.messages[-1]["content"] and f"[{top_k + 1}]" not in request.messages[-1]["content"]
+
+
+def test_a_calibrators_diagram_from_a_file_can_never_run_in_the_report(tmp_path, engine, monkeypatch):
+    """`--calibration FILE` takes the diagram beside the file into report.html: only as an image (a browser
+    runs no script of an SVG shown by <img>), never as markup."""
+    import base64
+
+    from halucheck.verifiers import calibration
+
+    monkeypatch.setenv("HALUCHECK_HOME", str(tmp_path / "home"))
+    prof = settings().profile_for("initial")
+    scores, labels = [1 - EPS] * 8 + [EPS] * 8, [True] * 6 + [False] * 2 + [False] * 6 + [True] * 2
+    cal = calibration.fit(scores, labels, methods=["isotonic"], verifier="debate", profile=prof.name,
+                          model=prof.model, datasets=["toy"], split="dev")
+    (tmp_path / "cal.json").write_text(cal.to_json())
+    evil = ('<svg xmlns="http://www.w3.org/2000/svg" onload="alert(1)"><script>alert(2)</script>'
+            '<foreignObject><iframe src="javascript:alert(3)"></iframe></foreignObject></svg>')
+    (tmp_path / "cal.svg").write_text(evil)
+    run(tmp_path, write_input(tmp_path, ANSWERS), calibration=str(tmp_path / "cal.json"))
+    html = (tmp_path / "run" / "report.html").read_text()
+    assert "alert(" not in html and "<script>alert" not in html and "onload=" not in html
+    src = html.split('src="data:image/svg+xml;base64,', 1)[1].split('"', 1)[0]
+    assert base64.b64decode(src).decode() == evil  # shown as the image it is, nothing else

@@ -278,6 +278,17 @@ def _calibration_line(store: "RunStore") -> str:
     return describe(run_calibrator(store))
 
 
+def svg_image(svg: str | None) -> str:
+    """A reliability diagram (an SVG file kept beside a calibrator, which may come from another machine) as a
+    ``data:`` URL for an ``<img>``: a browser draws an image's SVG without running its scripts or loading
+    anything it links to, so nothing in the file can act in the report. "" for no diagram or not an SVG."""
+    import base64
+
+    if not svg or "<svg" not in svg[:1000]:
+        return ""
+    return "data:image/svg+xml;base64," + base64.b64encode(svg.encode("utf-8", "replace")).decode("ascii")
+
+
 def write_html(out_dir: Path, results: list[ResultJSON], store: "RunStore") -> Path:
     """Render the self-contained report.html (inline CSS, no network)."""
     import jinja2
@@ -301,7 +312,7 @@ def write_html(out_dir: Path, results: list[ResultJSON], store: "RunStore") -> P
 
     env.filters["relative"] = relative
     html = env.get_template("report.html.j2").render(results=results, summary=summary,
-                                                     calibration_svg=store.get_meta("calibration_svg") or "",
+                                                     calibration_svg=svg_image(store.get_meta("calibration_svg")),
                                                      input=store.get_meta("input") or "")
     for r in results:
         r.pop("_segments", None)  # type: ignore[misc]
