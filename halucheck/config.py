@@ -275,7 +275,7 @@ EVIDENCE_K = 10
 """Evidence passages per claim: what retrieval returns (``run --top-k``, ``eval --top-k``), what every
 verifier's prompt shows and the passage numbers a reply schema lets an agent cite."""
 
-DEFAULT_VERIFIER = "debate"
+DEFAULT_VERIFIER = "selfcheck"
 """What ``run``, ``check`` and ``eval`` verify with when no ``--verifier`` is given."""
 
 DEBATE_POLICIES = ("true-skeptic", "true-trust", "always-trust", "always-skeptic")

@@ -38,7 +38,7 @@ def invoke(*args):
 
 
 def test_check_json_contract(config):
-    r = invoke("check", "The Eiffel Tower is in Berlin.", "--evidence", "The Eiffel Tower is in Paris.",
+    r = invoke("check", "-v", "debate", "The Eiffel Tower is in Berlin.", "--evidence", "The Eiffel Tower is in Paris.",
                "--config", config, "--json")
     assert r.exit_code == 0, r.output
     out = json.loads(r.stdout)
@@ -51,14 +51,14 @@ def test_check_json_contract(config):
 
 
 def test_check_options_reach_the_debate(config):
-    r = invoke("check", "c", "-e", "ev", "--config", config, "--json", "--min-rounds", "1", "--max-rounds", "1",
+    r = invoke("check", "-v", "debate", "c", "-e", "ev", "--config", config, "--json", "--min-rounds", "1", "--max-rounds", "1",
                "--policy", "always-skeptic")
     chain = json.loads(r.stdout)["chain"]
     assert [t["state"] for t in chain] == ["S0", "S2", "S2", "S2"]
 
 
 def test_check_text_output(config):
-    r = invoke("check", "The Eiffel Tower is in Berlin.", "-e", "In Paris.", "--config", config)
+    r = invoke("check", "-v", "debate", "The Eiffel Tower is in Berlin.", "-e", "In Paris.", "--config", config)
     assert r.exit_code == 0
     assert "NOT FACTUAL" in r.stdout and "severity 4/5" in r.stdout and "Paris, not Berlin." in r.stdout
 
@@ -140,7 +140,7 @@ def test_check_gives_the_calibrated_probability_of_a_stored_calibrator(config, t
     from halucheck.cli.app import settings_of
 
     monkeypatch.setenv("HALUCHECK_HOME", str(tmp_path / "home"))
-    r = invoke("check", "The Eiffel Tower is in Berlin.", "-e", "In Paris.", "--config", config, "--json")
+    r = invoke("check", "-v", "debate", "The Eiffel Tower is in Berlin.", "-e", "In Paris.", "--config", config, "--json")
     out = json.loads(r.stdout)
     assert out["calibrated"] is False and out["calibration"].startswith("uncalibrated")
     raw = out["p_hallucinated"]
@@ -153,29 +153,43 @@ def test_check_gives_the_calibrated_probability_of_a_stored_calibrator(config, t
     cal = calibration.fit(scores, labels, methods=["isotonic"], verifier="debate", profile=prof.name,
                           model=prof.model, datasets=["toy"], split="dev")
     calibration.save(cal)
-    r = invoke("check", "The Eiffel Tower is in Berlin.", "-e", "In Paris.", "--config", config, "--json")
+    r = invoke("check", "-v", "debate", "The Eiffel Tower is in Berlin.", "-e", "In Paris.", "--config", config, "--json")
     out = json.loads(r.stdout)
     assert out["calibrated"] is True and out["p_raw"] == raw
     assert out["p_hallucinated"] == pytest.approx(cal.apply(raw), abs=1e-4) and out["p_hallucinated"] != raw
     assert out["calibrated_decision"] == cal.decide(raw)
     assert "isotonic map for debate/fake fitted on toy" in out["calibration"]
-    r = invoke("check", "The Eiffel Tower is in Berlin.", "-e", "In Paris.", "--config", config)
+    r = invoke("check", "-v", "debate", "The Eiffel Tower is in Berlin.", "-e", "In Paris.", "--config", config)
     assert f"(raw {raw:.2f})" in r.stdout and "calibrated: isotonic map" in r.stdout
 
     # fitted on another model: refused before any call, never applied
     calibration.save(calibration.fit(scores, labels, methods=["isotonic"], verifier="debate", profile=prof.name,
                                      model="another-model", split="dev"))
-    r = invoke("check", "c", "-e", "ev", "--config", config)
+    r = invoke("check", "-v", "debate", "c", "-e", "ev", "--config", config)
     assert r.exit_code == 1 and "another-model" in r.stderr and "calibrate" in r.stderr
     # a named calibrator (or its file) is used only when asked for, the other model's default left alone
     named = calibration.fit(scores, labels, methods=["temperature"], verifier="debate", profile=prof.name,
                             model=prof.model, name="toys", datasets=["toy"], split="dev")
     calibration.save(named)
     for choice in ("toys", str(calibration.calibration_path("debate", prof.name, name="toys"))):
-        r = invoke("check", "The Eiffel Tower is in Berlin.", "-e", "In Paris.", "--config", config, "--json",
+        r = invoke("check", "-v", "debate", "The Eiffel Tower is in Berlin.", "-e", "In Paris.", "--config", config, "--json",
                    "--calibration", choice)
         out = json.loads(r.stdout)
         assert out["calibrated"] is True and out["p_hallucinated"] == pytest.approx(named.apply(raw), abs=1e-4)
         assert "temperature map 'toys' for debate/fake" in out["calibration"]
-    r = invoke("check", "c", "-e", "ev", "--config", config, "--calibration", "legal")
+    r = invoke("check", "-v", "debate", "c", "-e", "ev", "--config", config, "--calibration", "legal")
     assert r.exit_code == 1 and "no calibrator named 'legal'" in r.stderr and "stored: toys" in r.stderr
+
+
+def test_run_check_and_eval_default_to_the_verifier_that_measured_best(config, tmp_path):
+    """selfcheck: the best mean balanced accuracy on the test splits with the default 1.5B
+    (docs/eval-comparison.md); the debate is one flag away."""
+    from halucheck.config import DEFAULT_VERIFIER, RunOptions
+
+    assert DEFAULT_VERIFIER == "selfcheck" and RunOptions(input=tmp_path, out=tmp_path).verifier == "selfcheck"
+    out = json.loads(invoke("check", "The Eiffel Tower is in Berlin.", "-e", "In Paris.", "--config", config,
+                            "--json").stdout)
+    assert out["verifier"] == "selfcheck" and [t["role"] for t in out["chain"]] == ["initial"]
+    out = json.loads(invoke("check", "-v", "debate", "The Eiffel Tower is in Berlin.", "-e", "In Paris.", "--config",
+                            config, "--json").stdout)
+    assert out["verifier"] == "debate" and len(out["chain"]) > 1

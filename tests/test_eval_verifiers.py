@@ -333,7 +333,8 @@ def config(tmp_path):
 
 def test_cli_eval_and_compare(tmp_path, config, toy_sets):
     d1, d2 = tmp_path / "debate", tmp_path / "selfcheck"
-    r = runner.invoke(app, ["eval", "-d", "a", "-n", "4", "--config", str(config), "-o", str(d1), "--max-rounds", "2"])
+    r = runner.invoke(app, ["eval", "-d", "a", "-n", "4", "-v", "debate", "--config", str(config), "-o", str(d1),
+                                "--max-rounds", "2"])
     assert r.exit_code == 0, r.output
     assert "debate/fake" in r.stdout and (d1 / "predictions.jsonl").is_file()
     first = json.loads((d1 / "predictions.jsonl").read_text().splitlines()[0])

@@ -69,6 +69,7 @@ def write_input(tmp_path, lines):
 
 
 def run(tmp_path, input_path, out="run", **kw):
+    kw.setdefault("verifier", "debate")  # these tests follow the debate's chains
     opts = RunOptions(input=input_path, out=tmp_path / out, debate=DebateConfig(min_rounds=1, max_rounds=2), **kw)
     pipe = Pipeline(opts, settings(), log=lambda m: None)
     try:
@@ -114,7 +115,7 @@ def test_every_role_sampling_in_models_yaml_is_honoured(tmp_path, engine):
     cfg = {"profiles": {"s": {"engine": "scripted"}},
            "sampling": {role: {"max_tokens": 50 + i} for i, role in
                         enumerate(("filter", "extractor", "query", "initial", "trust", "skeptic", "leader"))}}
-    opts = RunOptions(input=write_input(tmp_path, ANSWERS), out=tmp_path / "run",
+    opts = RunOptions(input=write_input(tmp_path, ANSWERS), out=tmp_path / "run", verifier="debate",
                       debate=DebateConfig(min_rounds=1, max_rounds=1))
     pipe = Pipeline(opts, Settings.from_dict(cfg), log=lambda m: None)
     try:
@@ -192,7 +193,8 @@ def test_non_utf8_and_huge_answers_are_kept(tmp_path, engine):
     p.write_bytes(json.dumps({"id": "latin", "answer": "Caf"}).encode()[:-2] + b"\xe9 is open.\"}\n"
                   + json.dumps({"id": "long", "answer": long_answer}).encode() + b"\n")
     logs = []
-    opts = RunOptions(input=p, out=tmp_path / "run", debate=DebateConfig(min_rounds=1, max_rounds=1), max_claims=3)
+    opts = RunOptions(input=p, out=tmp_path / "run", debate=DebateConfig(min_rounds=1, max_rounds=1), max_claims=3,
+                      verifier="debate")
     pipe = Pipeline(opts, settings(), log=logs.append)
     pipe.run()
     pipe.close()
@@ -240,7 +242,7 @@ def test_debate_progress_counts_calls_and_ends_at_the_calls_made(tmp_path, engin
         def close(self):
             pass
 
-    opts = RunOptions(input=write_input(tmp_path, ANSWERS), out=tmp_path / "run",
+    opts = RunOptions(input=write_input(tmp_path, ANSWERS), out=tmp_path / "run", verifier="debate",
                       debate=DebateConfig(min_rounds=1, max_rounds=2))
     pipe = Pipeline(opts, settings(), progress=lambda **kw: Bar(**kw), log=lambda m: None)
     try:

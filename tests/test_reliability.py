@@ -66,6 +66,7 @@ def fake_embeddings(monkeypatch):
 
 def pipeline_run(src, out, settings=None, **kw):
     kw.setdefault("retry_backoff_s", 0.0)
+    kw.setdefault("verifier", "debate")  # these tests follow the debate's turns
     opts = RunOptions(input=src, out=out, debate=DebateConfig(min_rounds=1, max_rounds=1), **kw)
     pipe = Pipeline(opts, settings or Settings.from_dict({"profiles": {"s": {"engine": "scripted"}}}),
                     log=lambda m: None)
@@ -626,3 +627,85 @@ def test_a_replayed_reply_keeps_its_token_logprobs(tmp_path):
     assert replay[0].logprobs == first[0].logprobs == [('{"', -0.01), ("true", -0.357), ("é", -2.5)]
     assert replay[1].logprobs is None and isinstance(replay[1], Result)
     store.close()
+
+
+# -- 16. lone UTF-16 surrogates; 17. a CSV quote that is never closed ----------------------------------------------------
+
+
+def test_lone_surrogates_in_answers_and_corpus_become_replacement_characters(tmp_path, fake_embeddings):
+    """A JSON escape like "\\ud83d" without its pair is valid JSON but not text (no UTF-8 for it): it is
+    replaced by U+FFFD where the text is read, with a warning for its line; every line gets its result."""
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    (corpus / "notes.jsonl").write_text('{"text": "The Louvre is in Paris \\ud83d."}\n{"text": "The Seine is long."}\n')
+    src = tmp_path / "answers.jsonl"
+    src.write_text('{"id": "a1", "answer": "The Louvre is in Paris \\ud83d.", "question": "Where \\udc00?", '
+                   '"context": ["It is \\ude00\\ud83d."]}\n'
+                   + json.dumps(ANSWERS[1]) + "\n"
+                   + '{"id": "a3\\ud800", "answer": "The Seine is long. \\ud83d\\ude00"}\n')
+    res = runner.invoke(app, ["run", "--input", str(src), "--corpus", str(corpus), "--index", str(tmp_path / "ix.duckdb"),
+                              "--out", str(tmp_path / "out"), "-p", "fake"])
+    assert res.exit_code == 0, res.output
+    results = results_of(tmp_path / "out")
+    assert [r["id"] for r in results] == ["a1", "a2", "a3\ufffd"]
+    assert results[0]["answer"] == "The Louvre is in Paris \ufffd." and results[0]["question"] == "Where \ufffd?"
+    assert results[2]["answer"] == "The Seine is long. \U0001f600"  # a whole pair is one character, kept
+    assert all(r["claims"] for r in results)
+    for r in (results[0], results[2]):
+        assert any("surrogate" in e and "U+FFFD" in e for e in r["errors"]), r.get("errors")
+    assert "errors" not in results[1] or not results[1]["errors"]
+    assert f"{src}:1: " in res.output and f"{src}:3: " in res.output
+    assert "notes.jsonl" in res.output and "surrogate" in res.output  # the corpus line is reported too
+
+
+def test_lone_surrogate_in_a_corpus_jsonl_is_indexed_with_a_warning(tmp_path, fake_embeddings):
+    from halucheck.retrieval import Index
+
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    (corpus / "notes.jsonl").write_text('{"text": "The Louvre is in Paris."}\n{"text": "Oslo \\udfff is cold."}\n')
+    res = runner.invoke(app, ["index", str(corpus), "--db", str(tmp_path / "ix.duckdb")])
+    assert res.exit_code == 0, res.output
+    assert f"{corpus / 'notes.jsonl'}" in res.output and "line 2" in res.output and "U+FFFD" in res.output
+    with Index.open(tmp_path / "ix.duckdb", embedder=None) as index:
+        hits = index.search("Oslo cold", k=5, mode="bm25")
+    assert hits and hits[0].text == "Oslo \ufffd is cold."
+
+
+CSV_ROWS = ["id,answer", "c1,The Louvre is in Paris.", "c3,The Eiffel Tower is in Paris.", "c4,Rome is in Italy."]
+
+
+@pytest.mark.parametrize("bad, later", [
+    ('c2,"The Seine is long.', []),  # the reader reaches the end of the file inside the quote
+    ('c2,"The Seine is long.', ['c5,"Oslo, Norway, is cold."']),  # a later quote would close it
+])
+def test_unclosed_csv_quote_skips_its_row_and_keeps_the_rows_after_it(tmp_path, bad, later):
+    src = tmp_path / "answers.csv"
+    src.write_text("\n".join([*CSV_ROWS[:2], bad, *CSV_ROWS[2:], *later]) + "\n")
+    res = runner.invoke(app, ["run", "--input", str(src), "--out", str(tmp_path / "out"), "-p", "fake"])
+    assert res.exit_code == 0, res.output
+    results = {r["id"]: r for r in results_of(tmp_path / "out")}
+    assert list(results) == ["c1", "c2", "c3", "c4"] + (["c5"] if later else [])
+    assert results["c3"]["answer"] == "The Eiffel Tower is in Paris." and results["c3"]["line"] == 4
+    assert results["c4"]["answer"] == "Rome is in Italy."
+    if later:
+        assert results["c5"]["answer"] == "Oslo, Norway, is cold."
+    assert not results["c2"]["claims"] and "the quote that opens" in results["c2"]["errors"][0]
+    skipped = [line for line in res.output.splitlines() if line.startswith("skipped:")]
+    assert len(skipped) == 1 and skipped[0].startswith(f"skipped: {src}:3: ")
+    assert 'field "answer" at line 3, column 4 is ' + ("not closed on its line" if later else "never closed") in skipped[0]
+    assert "close the quote" in skipped[0] and '""' in skipped[0]
+
+
+def test_quoted_multiline_csv_fields_still_read(tmp_path):
+    from halucheck.inputs import read_items
+
+    src = tmp_path / "answers.csv"
+    src.write_text('id,answer,question\r\nm1,"Paris is big.\r\nIt is in ""France"".",Where?\r\n'
+                   'm2,"Rome, Italy",\r\n\r\nm3,Oslo "the city" is cold.,"Which\ncity?"\n')
+    items, problems = read_items(src)
+    assert not problems
+    assert [(it.id, it.line) for it in items] == [("m1", 2), ("m2", 4), ("m3", 6)]
+    assert items[0].answer == 'Paris is big.\r\nIt is in "France".' and items[0].question == "Where?"
+    assert items[1].answer == "Rome, Italy" and items[2].answer == 'Oslo "the city" is cold.'
+    assert items[2].question == "Which\ncity?"
