@@ -4,18 +4,27 @@ Every chunk is an exact slice ``doc.text[start:end]``. For plain-text formats (.
 file's decoded content, so the offsets point into the file itself; for .html, .pdf and .docx they point into
 the extracted text, which the index stores beside the chunks. A .jsonl file holds one document per line; its
 documents are named ``PATH#L<line>`` (1-based) and offsets point into that line's text field.
+
+Lone UTF-16 surrogates (a .jsonl escape like ``"\\ud83d"`` without its pair) are not text: they become
+U+FFFD, with a warning naming the file and its lines, before any text is chunked or stored.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterator
 
-from halucheck.text import sentence_spans
+from halucheck.text import (
+    SURROGATE_HINT,
+    json_surrogates,
+    replace_surrogates,
+    sentence_spans,
+)
 
 SUPPORTED_SUFFIXES = (".md", ".markdown", ".txt", ".html", ".htm", ".pdf", ".docx", ".jsonl")
 MAX_FILE_BYTES = 50 * 1024 * 1024
@@ -150,15 +159,17 @@ def _read_docx(path: Path, head: bytes) -> str:
 
 def _read_jsonl(path: Path, data: bytes, warn: Callable[[str], None]) -> list[Document]:
     text = _decode_text(data)
-    docs, bad = [], []
+    docs, bad, replaced = [], [], []
     for lineno, line in enumerate(text.splitlines(), 1):
         if not line.strip():
             continue
         try:
-            rec = json.loads(line)
-        except json.JSONDecodeError:
+            rec, n = json_surrogates(line, json.loads(line))
+        except (json.JSONDecodeError, RecursionError):
             bad.append(lineno)
             continue
+        if n:
+            replaced.append(lineno)
         value = None
         if isinstance(rec, dict):
             value = next((rec[f] for f in JSONL_TEXT_FIELDS if isinstance(rec.get(f), str)), None)
@@ -174,7 +185,13 @@ def _read_jsonl(path: Path, data: bytes, warn: Callable[[str], None]) -> list[Do
             f"skipped {len(bad)} line(s) of {path} (line {shown}): not JSON or no text field "
             f"({', '.join(JSONL_TEXT_FIELDS)})"
         )
+    if replaced:
+        warn(f"{path}: line {_lines(replaced)}: {SURROGATE_HINT}")
     return docs
+
+
+def _lines(numbers: list[int]) -> str:
+    return ", ".join(map(str, numbers[:5])) + (f" and {len(numbers) - 5} more" if len(numbers) > 5 else "")
 
 
 def read_file(path: Path, warn: Callable[[str], None] | None = None, max_bytes: int = MAX_FILE_BYTES) -> list[Document]:
@@ -207,6 +224,9 @@ def read_file(path: Path, warn: Callable[[str], None] | None = None, max_bytes: 
         raise SkipFile(f"cannot read ({exc.strerror or exc})") from None
     if not text.strip():
         raise SkipFile("no text (empty document, or a scanned PDF without a text layer)")
+    text, n = replace_surrogates(text)  # a PDF's text map can hold them too
+    if n:
+        warn(f"{path}: {n} lone UTF-16 surrogate(s), which are not text, replaced with U+FFFD")
     return [Document(str(path), text)]
 
 
@@ -215,7 +235,8 @@ def iter_files(root: Path, exclude: tuple[Path, ...] = (),
     """Supported files under ``root``, recursively, sorted; hidden files and folders are ignored.
 
     A file reached through a symlink that leads out of ``root`` is skipped (with a call to ``warn``):
-    the corpus is what the folder holds, and a link to ``/etc/passwd`` must not become quoted evidence."""
+    the corpus is what the folder holds, and a link to ``/etc/passwd`` must not become quoted evidence.
+    So is a file whose name is not UTF-8 (Python holds its bytes as lone surrogates, which no index can store)."""
     root = Path(root)
     real_root = root.resolve()
     excluded = {p.resolve() for p in exclude}
@@ -227,6 +248,11 @@ def iter_files(root: Path, exclude: tuple[Path, ...] = (),
             continue
         real = path.resolve()
         if real in excluded:
+            continue
+        if replace_surrogates(str(path))[1]:
+            if warn:
+                shown = os.fsencode(path).decode("utf-8", errors="replace")
+                warn(f"skipped {shown}: its name is not UTF-8 text; rename the file (or folder) to index it")
             continue
         if not real.is_relative_to(real_root):
             if warn:

@@ -2,18 +2,22 @@
 ``id``, ``answer``, and optionally ``question`` and ``context``.
 
 A bad line never stops the run: it is reported with file:line and how to fix it, and the other lines
-are read. Text that is not UTF-8 is decoded with replacement characters and reported.
+are read. Text that is not UTF-8 is decoded with replacement characters and reported, and so are JSON
+escapes of lone UTF-16 surrogates (``"\\ud83d"`` without its pair), which no UTF-8 store can hold. A CSV
+row whose quoted field is never closed is skipped, with the line and column of its opening quote; the
+rows after it are read.
 """
 
 from __future__ import annotations
 
 import csv
-import io
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 
 from halucheck.errors import InputError
+from halucheck.text import SURROGATE_HINT, json_surrogates
 
 MAX_ANSWER_WORDS = 5000
 
@@ -69,7 +73,7 @@ def read_items(path: str | Path, raw: bytes | None = None) -> tuple[list[Item], 
             problems.append(InputProblem(n, f"not UTF-8 (byte 0x{b[exc.start]:02x} at column {exc.start + 1}); "
                                             "undecodable bytes were replaced with U+FFFD", fatal=False))
     if path.suffix.lower() == ".csv":
-        records = _csv_records("\n".join(texts), problems)
+        records = _csv_records(path, texts, problems)
     else:
         records = _jsonl_records(texts, problems)
     records = list(records)
@@ -107,20 +111,23 @@ def json_kind(value) -> str:
             dict: "an object", type(None): "null"}.get(type(value), type(value).__name__)
 
 
-def json_objects(texts: list[str], example: str):
+def json_objects(texts: list[str], example: str, note: Callable[[int, str], None]):
     """Per non-blank line: ``(line, object, None)``, or ``(line, None, why it is unusable)`` where the line is
-    not one JSON object (``example`` shows the user what one looks like). Shared by every JSONL reader."""
+    not one JSON object (``example`` shows the user what one looks like). Shared by every JSONL reader.
+    Lone surrogates in the object are replaced with U+FFFD and ``note(line, message)`` says so."""
     for n, text in enumerate(texts, start=1):
         if not text.strip():
             continue
         try:
-            rec = json.loads(text)
+            rec, replaced = json_surrogates(text, json.loads(text))
         except json.JSONDecodeError as exc:
             yield n, None, f"not valid JSON ({exc.msg} at column {exc.colno}); each line must be one JSON object like {example}"
             continue
         except RecursionError:  # json.loads recurses once per nesting level
             yield n, None, f"JSON nested too deeply (line skipped); each line must be one flat object like {example}"
             continue
+        if replaced:
+            note(n, f"{replaced} {SURROGATE_HINT}")
         if not isinstance(rec, dict):
             yield n, None, f"expected a JSON object, got {json_kind(rec)}; write one object per line like {example}"
             continue
@@ -128,19 +135,123 @@ def json_objects(texts: list[str], example: str):
 
 
 def _jsonl_records(texts: list[str], problems: list[InputProblem]):
-    for n, rec, problem in json_objects(texts, '{"id": "a1", "answer": "..."}'):
+    def note(n: int, message: str) -> None:  # a warning: the line is used
+        problems.append(InputProblem(n, message, False))
+
+    for n, rec, problem in json_objects(texts, '{"id": "a1", "answer": "..."}', note):
         if problem is not None:
             problems.append(InputProblem(n, problem, True))
         else:
             yield n, rec
 
 
-def _csv_records(text: str, problems: list[InputProblem]):
-    reader = csv.DictReader(io.StringIO(text))
-    if not reader.fieldnames or "answer" not in reader.fieldnames:
-        raise InputError(f"CSV header must have an 'answer' column (found: {', '.join(reader.fieldnames or [])})")
-    for rec in reader:
-        yield reader.line_num, rec
+def _csv_records(path: Path, texts: list[str], problems: list[InputProblem]):
+    rows = csv_rows(texts)
+    n, header, problem = next(rows, (1, [], None))
+    if problem is not None:
+        raise InputError(f"{path}:{n}: the CSV header cannot be read ({problem.why}); the first row must name "
+                         "the columns, e.g. id,answer")
+    if "answer" not in header:
+        raise InputError(f"CSV header must have an 'answer' column (found: {', '.join(header)})")
+    for n, row, problem in rows:
+        if problem is not None:
+            problems.append(InputProblem(n, problem.message(header), True, _own_id(texts[n - 1], header)))
+        elif row:  # a blank line is no row
+            yield n, dict(zip(header, row))
+
+
+def _own_id(line: str, header: list[str]) -> str | None:
+    """The id of a row that cannot be read, from its first line alone (its result keeps the id)."""
+    try:
+        own = dict(zip(header, next(csv.reader([line]), [])))
+    except csv.Error:
+        return None
+    return own.get("id") or None
+
+
+@dataclass(frozen=True)
+class CsvProblem:
+    """A CSV row that cannot be read: the csv module's words, and for a quoted field that runs on past its
+    line, where its quote opened (``line``, ``column``, ``field`` index) and the line the reader stopped at
+    (``stop``; None: the end of the file)."""
+
+    why: str
+    line: int = 0
+    column: int = 0
+    field: int = 0
+    stop: int | None = None
+
+    def message(self, header: list[str]) -> str:
+        """What is wrong and how to fix it, for the row's problem (the caller names the row's first line)."""
+        if not self.line:
+            return f"the CSV row cannot be read ({self.why}) (line skipped); check its quoting and that no field is over 128 KB"
+        name = f'"{header[self.field]}"' if self.field < len(header) else f"number {self.field + 1}"
+        quote = f"the quote that opens field {name} at line {self.line}, column {self.column}"
+        runs = ("is never closed: the field would take in every line after it, to the end of the file" if self.stop is None
+                else f"is not closed on its line: the field would run on to line {self.stop}, where the CSV reader stops "
+                     f"({self.why})")
+        return (f"{quote} {runs} (row skipped; reading goes on at line {self.line + 1}); close the quote, or write a "
+                'quote inside a quoted field as ""')
+
+
+def csv_rows(texts: list[str]):
+    """The CSV rows of the lines ``texts``, the header first: ``(first line, cells, None)``, or
+    ``(first line, None, CsvProblem)`` for a row that cannot be read.
+
+    A quoted field may hold line breaks, but one whose quote is never closed takes every later row in (the
+    csv module reads on to the end of the file, or to a later quote). So the strict reader reads, and a row
+    it fails in after a line break is reported with the line and column of the quote that opened the field;
+    reading starts again on the line after that quote's. A row of one line that only the strict reader
+    refuses (``"Paris" is big``) is read as the lenient reader reads it."""
+    base = 0  # the lines before the current reader's first
+    while True:
+        reader = csv.reader((texts[i] + "\n" for i in range(base, len(texts))), strict=True)
+        while True:
+            first = base + reader.line_num + 1
+            try:
+                row = next(reader)
+            except StopIteration:
+                return
+            except csv.Error as exc:
+                error, last = exc, base + reader.line_num
+                break
+            yield first, row, None
+        eof = "end of data" in str(error)
+        if last == first and not eof:
+            try:  # one line with a stray quote, as the lenient reader has always read it
+                yield first, next(csv.reader([texts[first - 1]])), None
+            except csv.Error as again:
+                yield first, None, CsvProblem(str(again))
+            base = first
+            continue
+        line, column, field = _opening_quote(texts, first, last)
+        yield first, None, CsvProblem(str(error), line, column, field, None if eof or last >= len(texts) else last)
+        base = line
+
+
+def _opening_quote(texts: list[str], first: int, last: int) -> tuple[int, int, int]:
+    """(line, column, field index) of the quote that opened the field a CSV row failed in: the row's lines
+    ``first..last`` scanned as the strict csv reader reads them, up to where it stops."""
+    found, quoted, at_start, field = (first, 1, 0), False, True, 0
+    for n in range(first, last + 1):
+        text = texts[n - 1].rstrip("\r")
+        i = 0
+        while i < len(text):
+            c = text[i]
+            if quoted:
+                if c == '"' and text[i + 1:i + 2] == '"':
+                    i += 1  # a quote written as ""
+                elif c == '"':
+                    quoted = False
+                    if text[i + 1:i + 2] not in ("", ","):
+                        return found  # the strict reader fails here: this quote closed the field found
+            elif c == '"' and at_start:
+                quoted, found = True, (n, i + 1, field)
+            elif c == ",":
+                field += 1
+            at_start = not quoted and c == ","
+            i += 1
+    return found
 
 
 def _to_item(n: int, rec: dict, problems: list[InputProblem], taken: set[str]) -> Item | None:

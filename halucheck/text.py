@@ -1,4 +1,5 @@
-"""Plain-text primitives every stage shares: where sentences end, and which words carry no content.
+"""Plain-text primitives every stage shares: where sentences end, which words carry no content, and the
+code points that are not text (lone UTF-16 surrogates, replaced where text enters).
 
 One sentence splitter serves answers (claims, coverage, source lookup), documents (chunking for the
 index) and agents' opinions; one stop-word list serves coverage, the eval's evidence selection and
@@ -73,6 +74,39 @@ MEANINGFUL = frozenset("""
 """.split())
 
 
+# U+D800..U+DFFF: half of a UTF-16 pair. A JSON escape like "\ud83d" without its other half decodes to one;
+# it has no UTF-8 form, so DuckDB, tokenizers and files refuse the string that holds it.
+_SURROGATE = re.compile("[\ud800-\udfff]")
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
+
+
+def replace_surrogates(value):
+    """``(value, n)``: ``value`` (a string, or what ``json.loads`` returns) with each of its ``n`` lone
+    surrogates replaced by U+FFFD, in strings, list items and object keys and values; ``value`` itself when
+    ``n == 0``. May raise RecursionError on data nested as deeply as ``json.loads`` allows."""
+    if isinstance(value, str):
+        return _SURROGATE.subn("\ufffd", value)
+    if isinstance(value, list):
+        pairs = [replace_surrogates(v) for v in value]
+        n = sum(k for _, k in pairs)
+        return ([v for v, _ in pairs] if n else value), n
+    if isinstance(value, dict):
+        pairs = [(replace_surrogates(k), replace_surrogates(v)) for k, v in value.items()]
+        n = sum(k[1] + v[1] for k, v in pairs)
+        return ({k[0]: v[0] for k, v in pairs} if n else value), n
+    return value, 0
+
+
+def json_surrogates(text: str, value):
+    """:func:`replace_surrogates` for ``value`` parsed from the JSON ``text``; cheap when ``text`` has no
+    ``\\uD8..`` to ``\\uDF..`` escape (the only way a surrogate gets into JSON decoded from UTF-8)."""
+    return replace_surrogates(value) if _SURROGATE_ESCAPE.search(text) else (value, 0)
+
+
+SURROGATE_HINT = ("lone UTF-16 surrogate escape(s) (like \"\\ud83d\" without its pair), which are not text, "
+                  "replaced with U+FFFD; write the whole pair (\"\\ud83d\\ude00\") or the character itself")
+
+
 @lru_cache(maxsize=1)
 def stop_words() -> frozenset[str]:
     """English function words: scikit-learn's list less :data:`MEANINGFUL`, plus the small talk of chat
@@ -82,4 +116,5 @@ def stop_words() -> frozenset[str]:
     return (frozenset(ENGLISH_STOP_WORDS) - MEANINGFUL) | {"also", "just", "like", "yes", "sure", "well"}
 
 
-__all__ = ["MEANINGFUL", "sentence_spans", "sentences", "stop_words"]
+__all__ = ["MEANINGFUL", "SURROGATE_HINT", "json_surrogates", "replace_surrogates", "sentence_spans", "sentences",
+           "stop_words"]

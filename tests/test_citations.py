@@ -160,6 +160,15 @@ def test_csl_json(tmp_path):
     ]
 
 
+def test_csl_json_lone_surrogates_are_replaced_with_a_warning(tmp_path):
+    p = tmp_path / "refs.json"
+    p.write_text('[{"id": "a", "title": "Emoji \\ud83d in titles", "author": [{"family": "Doe\\udc00"}]}]',
+                 encoding="utf-8")
+    bib = load_bibliography(p)
+    assert bib.works[0].title == "Emoji \ufffd in titles" and bib.works[0].authors == ("Doe\ufffd",)
+    assert len(bib.warnings) == 1 and bib.warnings[0].startswith("refs.json: 2 lone UTF-16 surrogate")
+
+
 def test_csl_json_that_is_not_json_names_line_and_column(tmp_path):
     p = tmp_path / "refs.json"
     p.write_text('[\n {"title": "x",\n  "author": ]\n]', encoding="utf-8")

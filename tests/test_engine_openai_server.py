@@ -278,3 +278,11 @@ def test_round_robin_over_several_servers(stub):
     assert all(r.ok for r in results)
     assert len(a.bodies) == 5 and len(b.bodies) == 5
     eng.close()
+
+
+def test_a_reply_with_a_lone_surrogate_escape_is_text_after_validation():
+    from halucheck.engines.base import validate_reply
+
+    obj, err = validate_reply('{"opinion": "ok \\ud83d", "n": 1}', {"type": "object"})
+    assert err is None and obj == {"opinion": "ok \ufffd", "n": 1}
+    obj["opinion"].encode("utf-8")  # encodable: the run database takes it

@@ -177,6 +177,31 @@ def test_non_utf8_line_is_reported_and_skipped(tmp_path):
     assert len(d.items) == 1 and str(d.problems[0]).startswith(f"{path}:2: not UTF-8") and "0xe9" in str(d.problems[0])
 
 
+def test_lone_surrogates_are_replaced_and_noted_and_the_line_is_used(tmp_path):
+    path = tmp_path / "f.jsonl"
+    path.write_text('{"id": "s", "answer": "Oslo \\ud83d.", "hallucinated": false}\n' + json.dumps(OK_ROW) + "\n")
+    warned = []
+    d = load_user_data(path, warn=warned.append)
+    assert [it.claim for it in d.items] == ["Oslo \ufffd.", OK_ROW["answer"]] and not d.problems
+    assert [str(n) for n in d.notes] == [f"{path}:1: 1 lone UTF-16 surrogate escape(s) (like \"\\ud83d\" without its pair), "
+                                         "which are not text, replaced with U+FFFD; write the whole pair "
+                                         "(\"\\ud83d\\ude00\") or the character itself"]
+    assert warned == [f"warning: {d.notes[0]}"]
+    csv_path = tmp_path / "g.csv"
+    csv_path.write_text('id,answer,evidence,hallucinated\na,First.,"[""x \\udfff""]",no\n')
+    d = read_user_data(csv_path)
+    assert d.items[0].evidence == ["x \ufffd"] and d.notes[0].line == 2 and "U+FFFD" in d.notes[0].message
+
+
+def test_unclosed_csv_quote_is_reported_and_the_rows_after_it_are_read(tmp_path):
+    path = tmp_path / "f.csv"
+    path.write_text('id,answer,hallucinated\na,First.,no\nb,"Second.,yes\nc,Third.,yes\nd,"Fourth, yes.",no\n')
+    d = read_user_data(path)
+    assert [it.id for it in d.items] == ["data:f:a", "data:f:c", "data:f:d"]
+    assert [p.line for p in d.problems] == [3]
+    assert 'field "answer" at line 3, column 3 is not closed on its line' in d.problems[0].message
+
+
 def test_bad_csv_rows_are_reported_at_their_line(tmp_path):
     path = tmp_path / "f.csv"
     path.write_text(

@@ -174,3 +174,28 @@ def test_iter_files_filters_types_and_hidden(tmp_path):
     (tmp_path / "sub").mkdir()
     (tmp_path / "sub" / "d.MD").write_text("x")
     assert [p.relative_to(tmp_path).as_posix() for p in ingest.iter_files(tmp_path)] == ["a.txt", "sub/d.MD"]
+
+
+def test_jsonl_lone_surrogates_become_replacement_characters_with_a_warning(tmp_path, monkeypatch):
+    p = tmp_path / "docs.jsonl"
+    p.write_text('{"text": "Oslo \\ud83d is cold."}\n{"text": "Bergen \\ud83d\\ude00 is wet."}\n["nested"]\n')
+    warnings = []
+    docs = read_file(p, warn=warnings.append)
+    assert [d.text for d in docs] == ["Oslo \ufffd is cold.", "Bergen \U0001f600 is wet."]
+    assert any(w.startswith(f"{p}: line 1: lone UTF-16 surrogate") and "U+FFFD" in w for w in warnings), warnings
+    html = tmp_path / "page.html"  # text extracted from other formats (a PDF's text map) is checked too
+    html.write_text("<p>x</p>")
+    monkeypatch.setattr(ingest, "_read_html", lambda data: "Oslo \udfff is cold.")
+    assert read_file(html, warn=warnings.append)[0].text == "Oslo \ufffd is cold."
+    assert warnings[-1] == f"{html}: 1 lone UTF-16 surrogate(s), which are not text, replaced with U+FFFD"
+
+
+def test_file_name_that_is_not_utf8_is_skipped_with_a_warning(tmp_path):
+    (tmp_path / "ok.txt").write_text("Fine.")
+    try:
+        open(os.fsencode(tmp_path) + b"/caf\xe9.txt", "w").close()
+    except OSError:
+        pytest.skip("the file system refuses names that are not UTF-8")
+    warnings = []
+    assert [p.name for p in ingest.iter_files(tmp_path, warn=warnings.append)] == ["ok.txt"]
+    assert len(warnings) == 1 and "caf\ufffd.txt" in warnings[0] and "not UTF-8" in warnings[0]

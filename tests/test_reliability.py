@@ -629,7 +629,7 @@ def test_a_replayed_reply_keeps_its_token_logprobs(tmp_path):
     store.close()
 
 
-# -- 16. lone UTF-16 surrogates; 17. a CSV quote that is never closed ----------------------------------------------------
+# -- 24. lone UTF-16 surrogates; 25. a CSV quote that is never closed -------------------------------------------------
 
 
 def test_lone_surrogates_in_answers_and_corpus_become_replacement_characters(tmp_path, fake_embeddings):

@@ -170,6 +170,10 @@ def _eval_user_data(paths: list[Path], limit: Optional[int], corpus: Optional[Pa
             typer.echo(f"warning: {p}", err=True)
         if len(d.problems) > shown:
             typer.echo(f"warning: {path}: {len(d.problems) - shown} more bad line(s) not shown", err=True)
+        for p in d.notes[:shown]:  # lines used with a change (lone surrogates replaced)
+            typer.echo(f"warning: {p}", err=True)
+        if len(d.notes) > shown:
+            typer.echo(f"warning: {path}: {len(d.notes) - shown} more changed line(s) not shown", err=True)
         d.require_items()
         if d.problems:
             typer.echo(f"{path}: {len(d.items)} item(s) read, {len(d.problems)} bad line(s) skipped", err=True)

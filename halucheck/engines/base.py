@@ -17,6 +17,8 @@ from typing import Any, Sequence
 
 import jsonschema
 
+from halucheck.text import json_surrogates
+
 
 @dataclass(frozen=True)
 class SamplingParams:
@@ -122,6 +124,7 @@ def validate_reply(text: str, schema: dict | None) -> tuple[Any, str | None]:
         obj = json.loads(text)
     except json.JSONDecodeError as exc:
         return None, f"reply is not valid JSON ({exc.msg} at char {exc.pos})"
+    obj, _ = json_surrogates(text, obj)  # a model's lone "\ud83d" would not survive the run database
     exc = jsonschema.exceptions.best_match(_validator(json.dumps(schema, sort_keys=True)).iter_errors(obj))
     if exc is not None:  # the same error jsonschema.validate would raise
         path = "/".join(str(p) for p in exc.absolute_path) or "<root>"

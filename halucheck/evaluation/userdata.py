@@ -19,6 +19,8 @@ the question and the text.
 
 A bad line never stops the reading: it becomes a :class:`LineProblem` (``FILE:LINE: what is wrong and how
 to fix it``) and the other lines are read. A later line repeating an earlier line's id is a bad line.
+A line that is used but changed on the way is a note, in the same form: JSON escapes of lone UTF-16
+surrogates (``"\\ud83d"`` without its pair), which are not text, become U+FFFD.
 What stops the reading is a file-level problem, raised as :class:`InputError` naming the file: missing,
 unreadable, not ``.jsonl``/``.csv``, empty, a CSV header without the needed columns; and, from
 :meth:`UserData.require_items`, a file without a single usable line.
@@ -28,8 +30,6 @@ User files are never split into dev and test: every usable item is scored (``lim
 
 from __future__ import annotations
 
-import csv
-import io
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -37,7 +37,8 @@ from typing import Any, Callable, Iterator
 
 from halucheck.errors import InputError
 from halucheck.evaluation.datasets import EvalItem
-from halucheck.inputs import json_kind, json_objects
+from halucheck.inputs import csv_rows, json_kind, json_objects
+from halucheck.text import SURROGATE_HINT, json_surrogates
 
 SUFFIXES = (".jsonl", ".csv")
 CONTEXT_PASSAGE_CHARS = 1000  # a context up to this long is one passage; longer ones are cut into sentences
@@ -62,14 +63,15 @@ class LineProblem:
 
 @dataclass
 class UserData:
-    """A read ``--data`` file: its dataset name (``data:<stem>``), its usable items in file order and the
-    lines that could not be used. ``corpus``: the folder evidence was retrieved from, once
-    :func:`add_corpus_evidence` ran."""
+    """A read ``--data`` file: its dataset name (``data:<stem>``), its usable items in file order, the
+    lines that could not be used and the notes on lines used with a change (``notes``). ``corpus``: the
+    folder evidence was retrieved from, once :func:`add_corpus_evidence` ran."""
 
     path: Path
     name: str
     items: list[EvalItem] = field(default_factory=list)
     problems: list[LineProblem] = field(default_factory=list)
+    notes: list[LineProblem] = field(default_factory=list)
     limit: int | None = None
     corpus: Path | None = None
 
@@ -123,13 +125,15 @@ def read_user_data(path: str | Path, limit: int | None = None) -> UserData:
     name = dataset_name(path)
     data = UserData(path=path, name=name, limit=limit)
     csv_file = path.suffix.lower() == ".csv"
-    records = _csv_records(path, texts, problems) if csv_file else _jsonl_records(path, texts, problems)
+    notes: list[LineProblem] = []
+    records = _csv_records(path, texts, problems) if csv_file else _jsonl_records(path, texts, problems, notes)
     first_line: dict[str, int] = {}
     for line, rec in records:
-        item = _to_item(path, name, line, rec, csv_file, problems, first_line)
+        item = _to_item(path, name, line, rec, csv_file, problems, first_line, notes)
         if item is not None and (limit is None or len(data.items) < limit):
             data.items.append(item)
     data.problems = sorted(problems, key=lambda p: p.line)
+    data.notes = sorted(notes, key=lambda p: p.line)
     return data
 
 
@@ -162,7 +166,8 @@ def _read_lines(path: Path) -> tuple[list[str], list[LineProblem]]:
     return texts, problems
 
 
-def _jsonl_records(path: Path, texts: list[str], problems: list[LineProblem]) -> Iterator[tuple[int, dict]]:
+def _jsonl_records(path: Path, texts: list[str], problems: list[LineProblem],
+                   notes: list[LineProblem]) -> Iterator[tuple[int, dict]]:
     """(line, object) per usable JSON line; the other non-blank lines become problems."""
     if not any(t.strip() for t in texts):
         return
@@ -174,7 +179,7 @@ def _jsonl_records(path: Path, texts: list[str], problems: list[LineProblem]) ->
                                  f"e.g. {EXAMPLE}")
         except (json.JSONDecodeError, RecursionError):
             pass
-    for n, rec, problem in json_objects(texts, EXAMPLE):
+    for n, rec, problem in json_objects(texts, EXAMPLE, lambda n, message: notes.append(LineProblem(path, n, message))):
         if problem is not None:
             problems.append(LineProblem(path, n, problem))
         else:
@@ -184,14 +189,11 @@ def _jsonl_records(path: Path, texts: list[str], problems: list[LineProblem]) ->
 def _csv_records(path: Path, texts: list[str], problems: list[LineProblem]) -> Iterator[tuple[int, dict]]:
     """(first line, {column: cell}) per usable CSV row; a header without the needed columns raises."""
     bad = {p.line for p in problems}  # lines that were not UTF-8: their rows are skipped
-    reader = csv.reader(io.StringIO("\n".join(texts)))
-    try:
-        header = next(reader)
-    except StopIteration:
-        return
-    except csv.Error as exc:
-        raise InputError(f"{path}:1: the CSV header cannot be read ({exc}); the first row must name the "
-                         "columns") from None
+    rows = csv_rows(texts)  # a quote never closed is reported at its row, not read on into the next rows
+    _, header, problem = next(rows, (1, [], None))
+    if problem is not None:
+        raise InputError(f"{path}:1: the CSV header cannot be read ({problem.why}); the first row must name the "
+                         "columns")
     header = [h.strip() for h in header]
     needed = {"id": ("id",), "answer (or claim)": ("answer", "claim"), "hallucinated": ("hallucinated",)}
     missing = [c for c, names in needed.items() if not any(n in header for n in names)]
@@ -199,23 +201,13 @@ def _csv_records(path: Path, texts: list[str], problems: list[LineProblem]) -> I
         hint = "; rename 'label' to 'hallucinated' (true = hallucinated)" if "label" in header else ""
         raise InputError(f"{path}:1: the CSV header lacks the column(s) {', '.join(missing)} (found: "
                          f"{', '.join(h for h in header if h) or 'none'}){hint}")
-    end = reader.line_num
-    while True:
-        start = end + 1
-        try:
-            row = next(reader)
-        except StopIteration:
-            return
-        except csv.Error as exc:  # the reader goes on with the next row
-            problems.append(LineProblem(path, start, f"the CSV row cannot be read ({exc}); check its quoting "
-                                                     "and that no field is over 128 KB"))
-            end = reader.line_num
+    for start, row, problem in rows:
+        if problem is not None:  # the reader goes on with the next row
+            problems.append(LineProblem(path, start, problem.message(header)))
             continue
-        end = reader.line_num
-        while start < end and not texts[start - 1].strip():  # blank lines before the row
-            start += 1
         if not any(cell.strip() for cell in row):
             continue
+        end = start + sum(cell.count("\n") for cell in row)
         if any(n in bad for n in range(start, end + 1)):
             continue  # already reported as not UTF-8
         if len(row) != len(header):
@@ -253,12 +245,14 @@ def _text(rec: dict, key: str) -> str | None:
     return value.strip() or None
 
 
-def _evidence(rec: dict, csv_row: bool) -> list[str]:
+def _evidence(rec: dict, csv_row: bool, note: Callable[[str], None]) -> list[str]:
     """The ``evidence`` field as a list of non-blank passages; raises ValueError when malformed."""
     value = rec.get("evidence")
     if csv_row and isinstance(value, str) and value.strip().startswith("["):
         try:
-            value = json.loads(value)
+            value, replaced = json_surrogates(value, json.loads(value))
+            if replaced:
+                note(f"\"evidence\": {replaced} {SURROGATE_HINT}")
         except json.JSONDecodeError as exc:
             raise ValueError(f"\"evidence\" starts with '[' but is not a valid JSON array ({exc.msg} at column "
                              f"{exc.colno}); write a JSON array of strings, e.g. [\"passage one\", \"passage two\"]")
@@ -288,7 +282,7 @@ def context_passages(context: str) -> list[str]:
 
 
 def _to_item(path: Path, name: str, line: int, rec: dict, csv_row: bool, problems: list[LineProblem],
-             first_line: dict[str, int]) -> EvalItem | None:
+             first_line: dict[str, int], notes: list[LineProblem]) -> EvalItem | None:
     """One record as an :class:`EvalItem`, or None after adding its problem; ``first_line`` maps each id
     seen so far (usable line or not) to its line, so a later line repeating it is the one rejected."""
 
@@ -313,7 +307,7 @@ def _to_item(path: Path, name: str, line: int, rec: dict, csv_row: bool, problem
         if isinstance(rec.get("context"), list):
             raise ValueError("\"context\" must be a string; put a list of passages in \"evidence\"")
         context = _text(rec, "context")
-        evidence = _evidence(rec, csv_row)
+        evidence = _evidence(rec, csv_row, lambda message: notes.append(LineProblem(path, line, message)))
     except ValueError as exc:
         bad(str(exc))
         return None
@@ -395,7 +389,7 @@ def load_user_data(path: str | Path, limit: int | None = None, corpus: str | Pat
     with ``corpus`` retrieve evidence for the items that have none; see :func:`read_user_data`."""
     warn = warn or (lambda _m: None)
     data = read_user_data(path, limit)
-    for p in data.problems:
+    for p in sorted(data.problems + data.notes, key=lambda p: p.line):
         warn(f"warning: {p}")
     data.require_items()
     if corpus is not None:

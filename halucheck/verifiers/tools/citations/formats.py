@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Iterable, Sequence
 
 from halucheck.errors import InputError
+from halucheck.text import SURROGATE_HINT, json_surrogates
 from halucheck.verifiers.tools.citations.names import _parse_name, split_authors, surname
 from halucheck.verifiers.tools.citations.records import Work, _year
 
@@ -316,7 +317,7 @@ def parse_csl_json(text: str, name: str = "<json>") -> tuple[list[Work], list[st
     (``{family, given}``, with particles, or ``{literal}``; a literal ``et al.``/``others`` marks an
     incomplete list), ``issued`` (``{"date-parts": [[year, ...]]}``, ``raw`` or ``literal``)."""
     try:
-        data = json.loads(text)
+        data, replaced = json_surrogates(text, json.loads(text))
     except json.JSONDecodeError as e:
         raise InputError(f"{name}:{e.lineno}:{e.colno}: not valid JSON ({e.msg}); a CSL-JSON bibliography is a "
                          "list of items such as {\"title\": ..., \"author\": [{\"family\": ..., \"given\": ...}], "
@@ -327,7 +328,7 @@ def parse_csl_json(text: str, name: str = "<json>") -> tuple[list[Work], list[st
         data = [data]
     if not isinstance(data, list):
         raise InputError(f"{name}: a CSL-JSON bibliography is a list of items, not {type(data).__name__}")
-    works, warnings = [], []
+    works, warnings = [], [f"{name}: {replaced} {SURROGATE_HINT}"] if replaced else []
     for n, item in enumerate(data):
         where = f"{name}:item {n}"
         if not isinstance(item, dict):
