@@ -184,3 +184,17 @@ def test_penalties_spare_the_words_the_reply_may_quote():
     p.apply(row, None)
     assert row[7] == 4.0  # "2009" stays as likely as before: no reason to write "2008"
     assert row[8] == 4.0 / 2.0 - 1.0  # any other word repeated is still penalised
+
+
+def test_a_judges_reasoning_may_repeat_the_claim_and_the_passages_numbers():
+    """selfcheck runs on the initial role's sampling (repetition controls included): its request frees the
+    claim's words and the passages' names and numbers, as the debate's do, so "2009" is never pushed to "2008"."""
+    from halucheck.config import Settings
+    from halucheck.engines.pool import EnginePool
+    from halucheck.records import Check, Claim, Evidence
+    from halucheck.verifiers import get_verifier
+
+    engines = EnginePool(Settings.from_dict({"profiles": {"f": {"engine": "fake"}}}))
+    check = Check(Claim("Varenholt was founded in 2009."), (Evidence("Varenholt: founded 2009 in Tampere."),))
+    request = get_verifier("selfcheck").request(check, engines)
+    assert "2009" in request.quote and "Tampere" in request.quote and "Varenholt was founded in 2009." in request.quote

@@ -34,6 +34,7 @@ from halucheck.prompts import load as load_prompts
 from halucheck.records import Check, Turn, Verdict
 from halucheck.verifiers.scoring import clamp01, decision_score, value_token_prob
 from halucheck.verifiers.base import Cost, Verifier, failed_verdict, verdict_from_score
+from halucheck.verifiers.debate.agents import quotable
 
 if TYPE_CHECKING:
     from halucheck.engines.pool import EnginePool
@@ -191,6 +192,9 @@ class PromptJudge(Verifier):
             sampling=self.sampling(engines),
             logprobs=self.logprobs,
             tag=f"eval:{self.name}",
+            # the role's repetition controls never push the reasoning off the claim's words or the
+            # passages' names and numbers ("2009" becoming "2008", and the verdict following it)
+            quote=quotable(check.claim, check.evidence),
         )
 
     def verify(self, checks, engines, on_verdict=None, on_call=None) -> list[Verdict]:
@@ -335,6 +339,7 @@ class Consistency(SelfCheck):
                     schema=ReflectionReply.model_json_schema(),
                     sampling=self.sampling(engines),
                     tag="eval:consistency:reflect",
+                    quote=quotable(checks[i].claim, checks[i].evidence),
                 ))
             reflected = engine.generate(reqs)
             cost.add_results(reflected)
