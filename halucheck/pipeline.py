@@ -1,4 +1,4 @@
-"""`halucheck run`: answers -> claims -> queries -> evidence -> verify (the debate by default) -> reports.
+"""`halucheck run`: answers -> claims -> queries -> evidence -> verify (selfcheck by default) -> reports.
 
 Stages run over all pending work at once (batch-first), and results are written to the run database
 batch by batch. Started again with the same arguments, a run skips what is finished (items with claims,

@@ -126,8 +126,8 @@ def run(
     config: Config = None,
     quiet: bool = Flag("--quiet", help="No progress bars."),
 ) -> None:
-    """Check every answer in a file: claims, evidence, verdicts (the debate by default); writes results.jsonl
-    and report.html.
+    """Check every answer in a file: claims, evidence, verdicts (selfcheck by default, -v debate for the
+    debate); writes results.jsonl and report.html.
 
     Killed and started again with the same arguments, a run resumes where it stopped; failed LLM calls
     are asked again. Exit code 3: the run finished but some answers are undecided (failed calls);
