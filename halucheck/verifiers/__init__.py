@@ -2,8 +2,8 @@
 
 Registry (``halucheck run --verifier`` and ``halucheck eval --verifier`` take the same names):
 
-- ``selfcheck`` (the default, ``config.DEFAULT_VERIFIER``), ``selfcheck-3shot``, ``judge-likert``, ``prometheus``, ``lynx``, ``consistency``:
-  single-agent judges on the ``initial`` role's profile (``verifiers/judges.py``).
+- ``selfcheck`` (the default, ``config.DEFAULT_VERIFIER``), ``selfcheck-3shot``, ``judge-likert``,
+  ``prometheus``, ``lynx``, ``consistency``: single-agent judges on the ``initial`` role's profile (``verifiers/judges.py``).
 - ``debate``: the Markov-chain multi-agent debate (``verifiers/debate/``).
 - ``collab-cal``: Collaborative Calibration (``verifiers/collab.py``).
 - ``nli``: a local CrossEncoder NLI model, no LLM (``verifiers/nli.py``).
