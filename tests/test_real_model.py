@@ -48,10 +48,22 @@ def check_chain(chain, min_rounds, max_rounds):
     return rest
 
 
+def test_check_with_the_default_verifier_end_to_end(model_ready):
+    """The default (selfcheck): one call, its reasoning as the one turn, a decision and its token's probability."""
+    r = CliRunner().invoke(app, ["check", "The Eiffel Tower is in Berlin.", "--evidence",
+                                 "The Eiffel Tower is a wrought-iron lattice tower in Paris, France.",
+                                 "--profile", "cpu-0.5b", "--json"])
+    assert r.exit_code == 0, r.output
+    out = json.loads(r.stdout)
+    assert out["verifier"] == "selfcheck" and len(out["chain"]) == 1 and out["chain"][0]["opinion"].strip()
+    assert out["factuality"] in (True, False) and 0.0 <= out["p_hallucinated"] <= 1.0
+    assert (out["p_hallucinated"] <= 0.5) if out["factuality"] else (out["p_hallucinated"] >= 0.5)
+
+
 def test_check_debate_end_to_end(model_ready):
     r = CliRunner().invoke(app, ["check", "The Eiffel Tower is in Berlin.", "--evidence",
                                  "The Eiffel Tower is a wrought-iron lattice tower in Paris, France.",
-                                 "--profile", "cpu-0.5b", "--json", "--max-rounds", "3"])
+                                 "--profile", "cpu-0.5b", "--json", "-v", "debate", "--max-rounds", "3"])
     assert r.exit_code == 0, r.output
     out = json.loads(r.stdout)
     rest = check_chain(out["chain"], 2, 3)
@@ -71,7 +83,7 @@ def test_run_end_to_end_on_demo_corpus(model_ready, tmp_path):
     lines = (REPO / "corpora/demo/answers.jsonl").read_text().splitlines()
     answers.write_text("\n".join([lines[3], lines[8]]) + "\n")  # a short QA answer and a chatty one
     r = CliRunner().invoke(app, ["run", "--corpus", str(REPO / "corpora/demo/docs"), "--input", str(answers),
-                                 "--out", str(tmp_path / "run"), "--profile", "cpu-0.5b", "--min-rounds", "1",
+                                 "--out", str(tmp_path / "run"), "--profile", "cpu-0.5b", "-v", "debate", "--min-rounds", "1",
                                  "--max-rounds", "1", "--index", str(tmp_path / "index.duckdb"), "--quiet"])
     assert r.exit_code == 0, r.output
     results = [json.loads(l) for l in (tmp_path / "run/results.jsonl").read_text().splitlines()]
