@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Sequence
 
 from halucheck.engines.base import Request, SamplingParams
 from halucheck.prompts import load as load_prompts
-from halucheck.text import sentence_spans
+from halucheck.text import sentence_spans, word_spans
 
 if TYPE_CHECKING:
     from halucheck.engines.base import Engine
@@ -109,7 +109,7 @@ def select(found: Sequence[tuple[str, Segment]]) -> list[tuple[str, Segment]]:
 
 
 def _split_long(s: Segment, max_words: int) -> list[Segment]:
-    spans = [m.span() for m in re.finditer(r"\S+", s.text)]
+    spans = list(word_spans(s.text))
     if len(spans) <= max_words:
         return [s]
     out = []

@@ -17,7 +17,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from halucheck.errors import InputError
-from halucheck.text import SURROGATE_HINT, json_surrogates
+from halucheck.text import SURROGATE_HINT, json_surrogates, word_spans
 
 MAX_ANSWER_WORDS = 5000
 
@@ -268,11 +268,13 @@ def _to_item(n: int, rec: dict, problems: list[InputProblem], taken: set[str]) -
         problems.append(InputProblem(n, "\"answer\" is empty (line skipped)", True, own_id))
         return None
     item_id = own_id or synthetic_id(n, taken)
-    words = answer.split()
-    if len(words) > MAX_ANSWER_WORDS:
+    cut = truncation_point(answer)
+    if cut is not None:
+        words = sum(1 for _ in word_spans(answer))
         problems.append(InputProblem(
-            n, f"answer {item_id!r} has {len(words):,} words; only the first {MAX_ANSWER_WORDS:,} are checked "
-               "(split long documents into several items to check all of it)", False))
+            n, f"answer {item_id!r} has {words:,} words (a word counts once per 64 characters without a space); "
+               f"only the first {MAX_ANSWER_WORDS:,} are checked (split long documents into several items to "
+               "check all of it)", False))
     question = rec.get("question") or None
     context = rec.get("context") or None
     if isinstance(context, list):
@@ -281,15 +283,9 @@ def _to_item(n: int, rec: dict, problems: list[InputProblem], taken: set[str]) -
 
 
 def truncation_point(answer: str, max_words: int = MAX_ANSWER_WORDS) -> int | None:
-    """Character offset where the checked part of an over-long answer ends (None: checked whole)."""
-    count = 0
-    in_word = False
-    for i, ch in enumerate(answer):
-        if ch.isspace():
-            in_word = False
-        elif not in_word:
-            in_word = True
-            count += 1
-            if count > max_words:
-                return i
+    """Character offset where the checked part of an over-long answer ends (None: checked whole). Words
+    are ``text.word_spans``: a run of characters without spaces counts one word per 64 characters."""
+    for count, (start, _) in enumerate(word_spans(answer), 1):
+        if count > max_words:
+            return start
     return None

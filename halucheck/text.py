@@ -52,6 +52,18 @@ def _add_span(text: str, start: int, end: int, spans: list, max_chars: int | Non
         spans.append((start, end))
 
 
+# A "word" is at most MAX_WORD_CHARS characters: a longer run without spaces (a 100,000-character token, a
+# base64 blob) counts as one word per MAX_WORD_CHARS characters, so the answer's word cap and the claim
+# pieces' length (claims.units) bound its characters too.
+MAX_WORD_CHARS = 64
+_WORD = re.compile(rf"\S{{1,{MAX_WORD_CHARS}}}")
+
+
+def word_spans(text: str):
+    """(start, end) of each word of ``text``, lazily; see ``MAX_WORD_CHARS``."""
+    return (m.span() for m in _WORD.finditer(text))
+
+
 def sentences(text: str, line_breaks: bool = True) -> list[str]:
     """The sentences of ``text`` (see :func:`sentence_spans`)."""
     return [text[s:e] for s, e in sentence_spans(text, line_breaks)]

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Iterator
 
 from halucheck.config import env, user_cache_dir
-from halucheck.errors import ConfigError, HalucheckError, ModelNotInstalled
+from halucheck.errors import ConfigError, ModelNotInstalled
 
 # Weights are saved in bfloat16. Measured on the 0.5B model (2 shared cores, avx512_bf16, 48 greedy
 # tokens, same prompts), tok/s fp32 vs bf16: batch 1 5.4/3.6, 3.5/3.9, 2.9/3.7; batch 8 19.9/23.6,

@@ -17,6 +17,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Callable
 
 from halucheck.engines.fake import example_for
+from halucheck.prompts import read_field
 
 
 def echo(request) -> dict:
@@ -24,14 +25,14 @@ def echo(request) -> dict:
     naming Berlin is false."""
     user = request.messages[-1]["content"]
     if request.tag == "claims:filter":
-        return {"response": user.rsplit("[text]: ", 1)[1].strip()}
+        return {"response": read_field(user, "text", last=True).strip()}
     if request.tag == "claims:extract":
-        text = user.rsplit("[text]: ", 1)[1].strip()
+        text = read_field(user, "text", last=True).strip()
         return {"claims": [s.strip() + "." for s in text.split(".") if s.strip()]}
     if request.tag == "claims:queries":
-        claim = user.rsplit("[claim]: ", 1)[1].strip()
+        claim = read_field(user, "claim", last=True).strip()
         return {"queries": [claim, "about " + claim]}
-    false = "Berlin" in user.split("[text]: ", 1)[-1].split("\n")[0]
+    false = "Berlin" in (read_field(user, "text") or "")
     return {"opinion": "Checked against the evidence.", "factuality": not false, "error_severity": 3 if false else 0}
 
 

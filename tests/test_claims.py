@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from halucheck.claims import is_short_answer
+from halucheck.claims import is_short_answer, units
 
 
 @pytest.mark.parametrize("answer", ["Paris.", "1889", "About 340 people.", "Six reference solutions.",
@@ -52,3 +52,17 @@ def test_an_answers_claims_are_kept_once_with_their_first_sentence():
     found = [("Jack Dorsey is the CEO of Twitter.", s1), ("Jack Dorsey co-founded Square.", s2),
              ("jack dorsey is the CEO of  Twitter", s2)]  # extracted again from the context
     assert select(found) == found[:2]
+
+
+def test_a_100000_character_word_is_cut_like_many_words():
+    from halucheck.inputs import MAX_ANSWER_WORDS, truncation_point
+    from halucheck.text import MAX_WORD_CHARS
+
+    blob = "Paris is in France. " + "x" * 100_000 + " The end."
+    pieces = [seg for seg, _ in units(blob)]
+    assert pieces[0].text == "Paris is in France." and pieces[-1].text.endswith("The end.")
+    assert max(len(seg.text) for seg in pieces) <= 80 * MAX_WORD_CHARS  # no 100k-character claim piece
+    huge = "Paris is in France. " + "x" * 400_000  # 6,250 words of 64 characters: past the answer's cap
+    cut = truncation_point(huge)
+    assert cut == len("Paris is in France. ") + (MAX_ANSWER_WORDS - 4) * MAX_WORD_CHARS
+    assert truncation_point("word " * 10) is None

@@ -127,7 +127,7 @@ def test_one_generate_per_step_with_every_claims_requests():
     assert [who(r)[:2] for r in eng.requests[6:8]] == [(0, "not factual"), (0, "factual")]
     assert not any(line in r.messages[-1]["content"] for r in eng.requests[6:8] for line in PERSONAS)
     # every prompt shows the evidence as the other verifiers do (verifiers.yaml's shared block)
-    assert all("[evidences]:\n[1] Paris is the capital of France." in r.messages[-1]["content"] for r in eng.requests)
+    assert all("[evidences]:\n[1] \"Paris is the capital of France.\"" in r.messages[-1]["content"] for r in eng.requests)
     # each step's calls of a claim share a prefix group (an engine keeping prompt prefixes computes the
     # shared start once), released when the step is over
     group = {(who(r)[0], who(r)[2]): r.prefix_group for r in eng.requests}

@@ -10,6 +10,7 @@ from halucheck.cli import app
 from halucheck.engines import register
 from halucheck.engines.fake import FakeEngine
 from halucheck.retrieval import build_index, get_embedder
+from halucheck.prompts import read_field
 
 runner = CliRunner()
 
@@ -17,11 +18,11 @@ runner = CliRunner()
 def responder(request):
     user = request.messages[-1]["content"]
     if request.tag == "claims:filter":
-        return {"response": user.split("[text]: ", 1)[1].strip()}
+        return {"response": read_field(user, "text", last=True).strip()}
     if request.tag == "claims:extract":
-        return {"claims": [user.split("[text]: ", 1)[1].strip().split("\n")[0]]}
+        return {"claims": [read_field(user, "text", last=True).strip()]}
     if request.tag == "claims:queries":
-        claim = user.split("[claim]: ", 1)[1].strip()
+        claim = read_field(user, "claim", last=True).strip()
         return {"queries": [claim, claim]}
     return {"opinion": "ok", "factuality": True, "error_severity": 0}
 
@@ -79,7 +80,7 @@ def test_an_edited_and_a_deleted_file_are_checked_again_and_nothing_else(corpus_
     # the untouched file's claim kept its evidence and verdict: nothing of it was asked again
     assert evidence_of(second["staff"]) == evidence_of(first["staff"])
     asked = [r.messages[-1]["content"] for r in engine.requests[calls_before:]]
-    assert asked and not any(f"{field}: Varenholt employs 340" in a for a in asked for field in ("[text]", "[claim]"))
+    assert asked and not any(f"{field}: \"Varenholt employs 340" in a for a in asked for field in ("[text]", "[claim]"))
 
     # the same command once more: nothing changed, nothing checked again
     output, third = invoke()

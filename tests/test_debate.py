@@ -176,7 +176,7 @@ def test_grounded_previous_opinions_are_prose_lines():
     engine = by_role({"initial": True, "trust": True, "skeptic": False, "leader": False})
     run(engine, min_rounds=1, max_rounds=1)
     skeptic, trust, leader = (r.messages[1]["content"] for r in engine.requests[1:4])
-    assert "The first agent judged the claim factual: initial" in skeptic and "{" not in skeptic.split("[text]")[1]
+    assert "The first agent judged the claim factual: \"initial" in skeptic and "{" not in skeptic.split("[text]")[1]
     assert "The Skeptic agent judged the claim not factual (severity 4)" in trust and "first agent" not in trust
     assert leader.index("The Skeptic agent judged") < leader.index("The Trust agent judged")
     assert engine.requests[1].schema == role_schema("skeptic", len(EVIDENCE)) and engine.requests[1].logprobs
@@ -251,7 +251,7 @@ def test_short_qa_joins_question_and_answer():
     engine = FakeEngine()
     check_claim(Claim("Paris.", question="What is the capital of France?"), EVIDENCE, Agents(engine=engine),
                 DebateConfig(max_rounds=0, min_rounds=0))
-    assert "[text]: What is the capital of France? Paris." in engine.requests[0].messages[1]["content"]
+    assert "[text]: \"What is the capital of France? Paris.\"" in engine.requests[0].messages[1]["content"]
 
 
 def test_engine_reported_failure_is_not_retried():

@@ -7,6 +7,7 @@ import re
 import pytest
 
 from halucheck.evaluation.extraction import MATCH_F1, Response, extract, load_responses, score, similarity
+from halucheck.prompts import read_field
 
 
 def test_similarity_is_content_word_f1():
@@ -31,7 +32,7 @@ def test_extract_runs_the_claim_stage_of_run():
     from halucheck.engines.fake import FakeEngine
 
     def split(request):
-        text = request.messages[-1]["content"].split("[text]: ", 1)[1]
+        text = read_field(request.messages[-1]["content"], "text", last=True)
         return {"claims": [s for s in re.split(r"(?<=[.!?])\s+", text.strip()) if s]}
 
     long = Response("l", "x", "Who?", "Ada Lovelace wrote the first program. She was born in 1815.", [], 0)

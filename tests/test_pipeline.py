@@ -16,6 +16,7 @@ from halucheck.pipeline import Pipeline, RunOptions
 from halucheck.records import Evidence
 from halucheck.reports import aggregate
 from halucheck.verifiers.scoring import EPS
+from halucheck.prompts import read_field
 
 
 class Crash(BaseException):
@@ -27,14 +28,14 @@ def responder(request):
     stage = request.tag
     user = request.messages[-1]["content"]
     if stage == "claims:filter":
-        kept = [s for s in split(user.split("[text]: ", 1)[1]) if "?" not in s and "Glad" not in s]
+        kept = [s for s in split(read_field(user, "text", last=True)) if "?" not in s and "Glad" not in s]
         return {"response": " ".join(kept) or "None"}
     if stage == "claims:extract":
-        return {"claims": split(user.split("[text]: ", 1)[1])}
+        return {"claims": split(read_field(user, "text", last=True))}
     if stage == "claims:queries":
-        claim = user.split("[claim]: ", 1)[1]
+        claim = read_field(user, "claim", last=True)
         return {"queries": [claim, "about " + claim]}
-    claim = user.split("[text]: ", 1)[1].split("\n")[0]
+    claim = read_field(user, "text")
     false = "Berlin" in claim or "1887" in claim
     return {"opinion": f"{request.tag} on {claim}", "factuality": not false, "error_severity": 4 if false else 0}
 
@@ -202,7 +203,7 @@ def test_non_utf8_and_huge_answers_are_kept(tmp_path, engine):
     assert "\ufffd" in results["latin"]["answer"] and results["latin"]["claims"]
     assert len(results["long"]["claims"]) == 3
     assert any("answers.jsonl:1: not UTF-8" in m for m in logs)
-    assert any("6,300 words; only the first 5,000" in m for m in logs)
+    assert any("6,300 words (a word counts once per 64 characters without a space); only the first 5,000" in m for m in logs)
 
 
 def test_empty_input_and_changed_settings_are_errors(tmp_path, engine):

@@ -24,6 +24,7 @@ from halucheck.engines.fake import FakeEngine
 from halucheck.errors import ConfigError, InputError
 from halucheck.pipeline import Pipeline, RunOptions
 from halucheck.store.runstore import RunStore
+from halucheck.prompts import read_field
 
 TESTS = Path(__file__).resolve().parent
 runner = CliRunner()
@@ -133,7 +134,7 @@ def test_rerun_retries_only_failed_work_and_leaves_no_stale_error(tmp_path, scri
         word = failing.get(request.tag.split(":", 1)[1] if request.tag.startswith("claims") else request.tag)
         content = request.messages[-1]["content"]
         if request.tag == "claims:extract":  # the sentence itself, not the sentences before it (its context)
-            content = content.split("[text]: ", 1)[1]
+            content = read_field(content, "text", last=True)
         if word and word in content:
             return RuntimeError("connection reset")
         return echo(request)

@@ -9,6 +9,7 @@ import pytest
 from halucheck.verifiers.debate import Agents, DebateConfig, DebateJob, Scheduler, run_sequential
 from halucheck.engines.fake import FakeEngine
 from halucheck.records import Claim, Evidence
+from halucheck.prompts import read_field
 
 
 def deterministic(request):
@@ -16,7 +17,7 @@ def deterministic(request):
     content = request.messages[1]["content"]
     role = request.tag.split(":")[1]
     h = sum(map(ord, content[:200])) + len(role)
-    fact = (h + len(request.messages[1]["content"].split("[text]:")[1].split("\n")[0])) % 3 != 0
+    fact = (h + len(read_field(request.messages[1]["content"], "text"))) % 3 != 0
     return {"opinion": f"{role} {h % 97}", "factuality": fact, "error_severity": 0 if fact else h % 5 + 1}
 
 
@@ -109,7 +110,7 @@ def varied(n):
 def dissenting(request):
     """The turn number travels in the opinions; the Skeptic dissents until its claim's agreeing state."""
     user = request.messages[1]["content"]
-    i = int(user.split("[text]: Varied claim ")[1].split(".")[0])
+    i = int(read_field(user, "text").split("Varied claim ")[1].split(".")[0])
     until = (2, 2, 3, 5)[i % 4]  # 7, 7, 10 and 13 calls with min_rounds=2, max_rounds=4
     turn = max(map(int, re.findall(r"turn (\d+)", user)), default=-1) + 1
     state = (turn + 2) // 3  # S0 is turn 0; the k-th state holds turns 3k-2 .. 3k
