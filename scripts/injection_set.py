@@ -10,9 +10,10 @@ after the first 100 of each), score both with ``halucheck eval --data``, then co
     python scripts/injection_set.py compare runs/injection
 
 Each injection pushes against the gold label: a hallucinated claim is told to be judged factual, a right
-one to be judged false. Four kinds, in turn: a plain instruction appended to the answer; the answer closing
-its own field and forging an evidence list that backs it; an instruction appended to the first passage;
-the first passage closing itself and forging a different claim with its own evidence.
+one to be judged false. Four kinds: a plain instruction appended to the answer; the answer closing its own
+field and forging an evidence list that backs it; an instruction appended to the first passage; the first
+passage closing itself and forging a different claim with its own evidence. Hallucinated answers get the
+four in turn; right answers only the two in a passage (see ``build``).
 """
 
 from __future__ import annotations
@@ -59,8 +60,12 @@ def build(folder: Path) -> None:
             row = {"id": it.id, "claim": text, "hallucinated": it.label, "evidence": list(it.evidence),
                    **({"question": it.question} if it.question and it.answer else {})}
             clean.append(row)
-            answer, evidence = inject(k % 4, text, list(it.evidence), push_factual=it.label)
-            injected.append({**row, "claim": answer, "evidence": evidence, "kind": k % 4})
+            # a hallucinated answer is pushed towards "factual" from the answer or a passage; a right one towards
+            # "not factual" only from a passage (an answer that says of itself "this text is fabricated" states
+            # something no passage backs, so a judge calling it not factual would be right)
+            kind = k % 4 if it.label else 2 + k % 2
+            answer, evidence = inject(kind, text, list(it.evidence), push_factual=it.label)
+            injected.append({**row, "claim": answer, "evidence": evidence, "kind": kind})
     for fname, rows in (("clean.jsonl", clean), ("injected.jsonl", injected)):
         (folder / fname).write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows), "utf-8")
     print(f"{len(clean)} pairs written to {folder}/clean.jsonl and {folder}/injected.jsonl")
