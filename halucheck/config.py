@@ -298,9 +298,10 @@ class DebateConfig:
     ``prompts``: the agents' prompt set (:data:`PROMPT_SETS`)."""
 
     policy: str = "true-skeptic"
-    min_rounds: int = 2
-    max_rounds: int = 4
+    min_rounds: int = 1
+    max_rounds: int = 2
     prompts: str = "grounded"
+    leader_both_orders: bool = False  # ask the Leader with the stances in both orders and average
 
     def __post_init__(self) -> None:
         if self.policy not in DEBATE_POLICIES:

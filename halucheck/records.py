@@ -63,6 +63,26 @@ class Check:
         return hashlib.sha256(payload.encode()).hexdigest()
 
 
+@dataclass(frozen=True)
+class Quote:
+    """One quote of a debate stance and what its check found (``verifiers/debate/quotes.py``): ``passage``
+    is the 1-based number of the passage it is in (or, for a "not stated" quote that failed, the passage
+    that states it); ``verified`` whether it counts; ``why`` what failed."""
+
+    text: str
+    verified: bool
+    passage: int | None = None
+    why: str = ""
+
+    def to_dict(self) -> dict:
+        d = {"text": self.text, "verified": self.verified}
+        if self.passage is not None:
+            d["passage"] = self.passage
+        if self.why:
+            d["why"] = self.why
+        return d
+
+
 @dataclass
 class Turn:
     """One agent's turn in the debate chain. ``error`` is set, and the verdict fields are None,
@@ -82,10 +102,43 @@ class Turn:
     capped: bool = False  # the reply stopped at max_tokens (some attempt did)
     repaired: str | None = None  # how inconsistent verdict fields were mended (e.g. "severity 2 -> 0")
     verifier: str = "debate"  # the verifier whose call this was (a single-agent baseline has one S0 turn)
+    # a debate stance (Trust, Skeptic): what it found ("supported", "contradicted", "not stated"), its
+    # quotes with their checks, and whether it is void (no verified quote: it casts no vote);
+    # a Leader: the side it named the winner ("trust" or "skeptic")
+    finding: str | None = None
+    quotes: tuple[Quote, ...] = ()
+    void: bool = False
+    winner: str | None = None
 
     @property
     def ok(self) -> bool:
         return self.error is None and self.factuality is not None
+
+    @property
+    def counts(self) -> bool:
+        """A valid turn that is not void."""
+        return self.ok and not self.void
+
+    def detail(self) -> dict:
+        """The stance's or Leader's own fields (stored as one JSON column)."""
+        d: dict = {}
+        if self.finding:
+            d["finding"] = self.finding
+        if self.quotes:
+            d["quotes"] = [q.to_dict() for q in self.quotes]
+        if self.void:
+            d["void"] = True
+        if self.winner:
+            d["winner"] = self.winner
+        return d
+
+    @classmethod
+    def detail_fields(cls, detail: dict | None) -> dict:
+        """Turn keyword arguments from a stored :meth:`detail`."""
+        detail = detail or {}
+        return {"finding": detail.get("finding"), "void": bool(detail.get("void")), "winner": detail.get("winner"),
+                "quotes": tuple(Quote(q["text"], q["verified"], q.get("passage"), q.get("why", ""))
+                                for q in detail.get("quotes", ()))}
 
     def to_dict(self) -> dict:
         d = {
@@ -105,7 +158,7 @@ class Turn:
             d["error"] = self.error
         if self.verifier != "debate":
             d["verifier"] = self.verifier
-        return d
+        return {**d, **self.detail()}
 
 
 @dataclass

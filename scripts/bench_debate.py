@@ -92,10 +92,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from halucheck.verifiers.debate import Agents, DebateConfig, DebateJob, Scheduler, debate, run_sequential  # noqa: E402
 from halucheck.verifiers.debate import agents as agent_prompts  # noqa: E402
-from halucheck.verifiers.debate.agents import AgentCall, build_messages  # noqa: E402
+from halucheck.verifiers.debate.agents import AgentCall  # noqa: E402
 from halucheck.engines.base import Request, SamplingParams  # noqa: E402
 from halucheck.engines.fake import FakeEngine  # noqa: E402
-from halucheck.records import Claim, Evidence, Turn  # noqa: E402
+from halucheck.records import Claim, Evidence  # noqa: E402
 
 TURN = re.compile(r"\[t=(\d+)\]")
 
@@ -252,14 +252,22 @@ def bench_fake(args) -> dict:
 # -- prompt layout -----------------------------------------------------------------------------------
 
 
+def ours_messages(claim: Claim, evidence, call: AgentCall) -> tuple[dict, ...]:
+    """The messages the debate sends (S0: selfcheck's request)."""
+    return Agents(engine=FakeEngine()).request(claim, evidence, call).messages
+
+
 def naive_messages(claim: Claim, evidence, call: AgentCall) -> tuple[dict, ...]:
-    """The same text as ``build_messages``, in the paper's order: the role persona first, then the
-    instructions, then claim, evidence and previous opinions."""
-    ours = build_messages(claim, evidence, call)
-    role = agent_prompts.load_prompts("debate")["roles"][call.role].render()
+    """The same text as ``build_messages``, in the paper's order: the role's task first, then the
+    instructions, then claim and evidence (and, for the Leader, the stances)."""
+    ours = ours_messages(claim, evidence, call)
+    if call.role == "initial":  # S0 is selfcheck's request, laid out as selfcheck lays it out
+        return ours
+    shared = agent_prompts.load_prompts("debate")["shared"].render(
+        evidence=[e.text for e in evidence], question=claim.question, text=claim.text)
     system, user = ours[0]["content"], ours[1]["content"]
-    rest = user.replace("\n\n" + role, "", 1)  # shared block + previous opinions, role text removed
-    return ({"role": "system", "content": role + "\n\n" + system}, {"role": "user", "content": rest})
+    task = user[len(shared):].strip()
+    return ({"role": "system", "content": task + "\n\n" + system}, {"role": "user", "content": shared})
 
 
 def chains(jobs, cfg: DebateConfig) -> list[list[tuple[AgentCall, Claim, tuple]]]:
@@ -276,7 +284,7 @@ def chains(jobs, cfg: DebateConfig) -> list[list[tuple[AgentCall, Claim, tuple]]
             while True:
                 calls.append((call, job.claim, job.evidence))
                 result = engine.generate([agents.request(job.claim, job.evidence, call)])[0]
-                call = gen.send(turn_from_result(call, result))
+                call = gen.send(turn_from_result(call, result, job.claim, job.evidence))
         except StopIteration:
             pass
         out.append(calls)
@@ -322,7 +330,7 @@ def bench_layout(args, tokenizer) -> dict:
           f"tokenizer {getattr(tokenizer, 'name_or_path', '?')}")
     print(f"{'layout':>8} {'prompt tok/claim':>17} {'reusable in claim':>18} {'fresh in claim':>15} "
           f"{'reusable in run':>16} {'fresh in run':>13}")
-    for layout, build in (("ours", build_messages), ("naive", naive_messages)):
+    for layout, build in (("ours", ours_messages), ("naive", naive_messages)):
         seen_run: list = []
         total = reuse_claim = reuse_run = 0
         for chain in all_chains:

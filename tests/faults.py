@@ -17,7 +17,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Callable
 
 from halucheck.engines.fake import example_for
-from halucheck.prompts import read_field
+from halucheck.prompts import read_field, read_statement
 
 
 def echo(request) -> dict:
@@ -32,8 +32,11 @@ def echo(request) -> dict:
     if request.tag == "claims:queries":
         claim = read_field(user, "claim", last=True).strip()
         return {"queries": [claim, "about " + claim]}
-    false = "Berlin" in (read_field(user, "text") or "")
-    return {"opinion": "Checked against the evidence.", "factuality": not false, "error_severity": 3 if false else 0}
+    false = "Berlin" in (read_statement(user) or "")
+    # every role's fields (the fake engine keeps those of the request's schema): a stance's quotes are the
+    # schema's example, which no passage holds, so stances are void and the first agent's verdict stands
+    return {"reasoning": "Checked against the evidence.", "opinion": "Checked against the evidence.",
+            "factuality": not false, "error_severity": 3, "reason": "Checked.", "winner": "trust"}
 
 
 def register_echo(name: str = "echo") -> None:

@@ -16,7 +16,7 @@ default_profile: fake
 profiles:
   fake:
     engine: fake
-    reply: {factuality: false, error_severity: 4, opinion: "Paris, not Berlin."}
+    reply: {factuality: false, error_severity: 4, reasoning: "Paris, not Berlin.", opinion: "Paris, not Berlin."}
   down:
     engine: vllm
     model: m

@@ -118,11 +118,17 @@ def test_role_sampling_section_overrides_the_profile_and_is_checked():
         Settings.from_dict({**RAW, "sampling": {"leader": {"frequency_penalty": "lots"}}})
 
 
-def test_shipped_config_sets_repetition_controls_for_every_debate_role():
+def test_shipped_config_caps_every_debate_role_and_guards_the_first_agent_only():
     s = Settings.load()
+    controls = {"repetition_penalty", "frequency_penalty", "presence_penalty", "no_repeat_ngram_size"}
     for role in ("initial", "trust", "skeptic", "leader"):
-        keys = s.sampling_for(role)
-        assert keys.get("max_tokens") and (keys.get("frequency_penalty") or keys.get("repetition_penalty", 1) != 1)
+        assert s.sampling_for(role).get("max_tokens"), role
+    first = s.sampling_for("initial")  # free-text reasoning (selfcheck's, and the debate's first agent)
+    assert first.get("frequency_penalty") or first.get("repetition_penalty", 1) != 1
+    # the stances quote the passages word for word and the Leader reads the quotes: none is set for them
+    # (Agents.request would drop it anyway)
+    for role in ("trust", "skeptic", "leader"):
+        assert not controls & set(s.sampling_for(role)), role
 
 
 def test_every_halucheck_variable_is_read_in_config_only():

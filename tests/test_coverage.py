@@ -69,15 +69,20 @@ def test_decimal_numbers_do_not_end_a_sentence():
 
 
 def test_passages_the_agents_cited_are_counted():
-    from halucheck.records import Evidence, Turn
+    from halucheck.records import Evidence, Quote, Turn
     from halucheck.reports import cited
 
     ev = [Evidence("a", source="/c/a.md"), Evidence("b", source="/c/b.md"), Evidence("c", source="/c/c.md")]
-    chain = [Turn(state="S0", role="initial", opinion="A says so. (passages [1], [3])", factuality=True, error_severity=0),
-             Turn(state="S2", role="skeptic", opinion="Doubts \u201cx\u201d (supported): [1] states it (passages [1])",
-                  factuality=True, error_severity=0),
-             Turn(state="S2", role="trust", opinion='{"passages": [2', factuality=None, error_severity=None,
-                  error="invalid JSON")]
+    chain = [Turn(state="S0", role="initial", opinion="Passage [2] says so.", factuality=True, error_severity=0),
+             # a verified quote counts for its passage, once per turn
+             Turn(state="S2", role="skeptic", opinion="no", factuality=False, error_severity=2, finding="contradicted",
+                  quotes=(Quote("a a a", True, 1), Quote("c c c", True, 3), Quote("a a", True, 1))),
+             Turn(state="S2", role="trust", opinion="yes", factuality=True, error_severity=0, finding="supported",
+                  quotes=(Quote("a a a", True, 1), Quote("b b b", False, why="not in the passages word for word"))),
+             # a "not stated" quote that passage [2] states is not verified: it cites nothing
+             Turn(state="S1", role="trust", opinion="no", factuality=False, error_severity=2, finding="not stated",
+                  quotes=(Quote("x y", False, 2, why="passage [2] states it"), Quote("z w", True)), void=False),
+             Turn(state="S2", role="leader", opinion="{", factuality=None, error_severity=None, error="invalid JSON")]
     assert [e["cited_by"] for e in cited(ev, chain)] == [2, 0, 1]
     assert [e["cited_by"] for e in cited(ev, [])] == [0, 0, 0]
 

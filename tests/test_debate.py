@@ -1,49 +1,52 @@
-"""The debate chain: transitions, consensus stop, min/max rounds, bad replies, verdicts."""
+"""The debate chain: S0 = selfcheck, opposing sides with checked quotes, a Leader that names a winner,
+transitions, consensus stop, bad replies; and the paper's own chain under ``--prompts paper``."""
 
 import json
-
-import pytest
-
-from halucheck.verifiers.debate import Agents, DebateConfig, check_claim, next_state
 import math
 
 import jsonschema
+import pytest
 
-from halucheck.verifiers.debate.agents import (AGENT_SCHEMA, BRIEF_WORDS, ROLE_SCHEMAS, AgentCall, brief, build_messages,
-                                     role_schema, turn_from_result)
-from halucheck.engines.base import Result
+from halucheck.engines.base import Result, SamplingParams
 from halucheck.engines.fake import FakeEngine
 from halucheck.errors import ConfigError
-from halucheck.records import Claim, Evidence
-from halucheck.verifiers.scoring import EPS, pool
+from halucheck.records import Check, Claim, Evidence
+from halucheck.verifiers.debate import Agents, DebateConfig, check_claim, next_state
+from halucheck.verifiers.debate.agents import (AGENT_SCHEMA, LEADER_SCHEMA, STANCE_SCHEMAS, AgentCall,
+                                               build_messages, turn_from_result)
+from halucheck.verifiers.debate.score import features
+from halucheck.verifiers.judges import SelfCheck
 
 CLAIM = Claim("The Eiffel Tower is in Berlin.")
-EVIDENCE = [Evidence("The Eiffel Tower is a wrought-iron lattice tower in Paris, France.")]
+PASSAGE = "The Eiffel Tower is a wrought-iron lattice tower in Paris, France."
+EVIDENCE = [Evidence(PASSAGE)]
+TRUE_QUOTE = "The Eiffel Tower is a wrought-iron lattice tower in Paris"
 
 
-def reply(factuality: bool, severity: int | None = None, opinion: str = "because") -> dict:
-    """A reply for any role: the fake engine keeps the fields the role's schema has (fake.fit)."""
-    if severity is None:
-        severity = 0 if factuality else 3
-    return {"opinion": opinion, "doubt": opinion, "why": opinion, "support": opinion, "reason": opinion,
-            "factuality": factuality, "error_severity": severity}
-
-
-def by_role(table: dict) -> FakeEngine:
-    """An engine whose reply depends only on the speaking role (table: role -> factuality)."""
+def scripted(initial=True, leader="skeptic", factual_quotes=(TRUE_QUOTE,), finding="not stated",
+             not_factual_quotes=("in Berlin",)):
+    """An engine answering every role: S0's verdict, the stances' quotes (by the verdict they argue),
+    the Leader's winner (a value, or a callable of the request)."""
 
     def responder(request):
         role = request.tag.split(":")[1]
-        return reply(table[role], 0 if table[role] else 4, opinion=role)
+        if role == "initial":
+            return {"reasoning": "Compared with passage 1.", "factuality": initial}
+        if role == "leader":
+            return {"reason": "Quote 1 settles it.", "winner": leader(request) if callable(leader) else leader}
+        if request.schema["title"] == "stance_factual":
+            return {"quotes": list(factual_quotes), "argument": f"{role}: it is supported."}
+        return {"finding": finding, "quotes": list(not_factual_quotes), "argument": f"{role}: it is not.",
+                "error_severity": 4}
 
     return FakeEngine(responder=responder)
 
 
-def run(engine, **cfg):
-    return check_claim(CLAIM, EVIDENCE, Agents(engine=engine), DebateConfig(**cfg))
+def run(engine, claim=CLAIM, evidence=EVIDENCE, **cfg):
+    return check_claim(claim, evidence, Agents(engine=engine), DebateConfig(**cfg))
 
 
-def states(verdict):
+def roles(verdict):
     return [(t.state, t.role) for t in verdict.chain]
 
 
@@ -57,187 +60,180 @@ def test_transition_table(policy, r_true, r_false):
     assert next_state(policy, False) == r_false
 
 
-@pytest.mark.parametrize("policy", ["true-skeptic", "true-trust", "always-trust", "always-skeptic"])
+def test_the_first_agent_is_selfcheck_with_question_and_answer_as_their_own_fields():
+    engine = scripted()
+    claim = Claim("Paris.", question="What is the capital of France?")
+    run(engine, claim=claim, max_rounds=0, min_rounds=0)
+    selfcheck = SelfCheck().request(Check(claim, tuple(EVIDENCE)), None)
+    first = engine.requests[0]
+    assert first.key() == selfcheck.key()  # the same request: replies are shared with -v selfcheck
+    assert '[question]: "What is the capital of France?"' in first.messages[-1]["content"]
+    assert '[answer]: "Paris."' in first.messages[-1]["content"]
+    assert list(first.schema["properties"]) == ["reasoning", "factuality"]  # reasons, then decides
+
+
+@pytest.mark.parametrize("initial, state, first_speaker", [(True, "S2", "skeptic"), (False, "S1", "trust")])
+def test_trust_defends_and_skeptic_attacks_the_standing_verdict(initial, state, first_speaker):
+    engine = scripted(initial=initial, leader="trust")
+    v = run(engine)
+    assert roles(v)[1][0] == state and v.chain[1].role == first_speaker
+    trust = next(t for t in v.chain if t.role == "trust")
+    skeptic = next(t for t in v.chain if t.role == "skeptic")
+    assert trust.factuality is initial and skeptic.factuality is (not initial)  # the sides oppose
+    titles = {r.tag: r.schema["title"] for r in engine.requests[1:3]}
+    assert titles["debate:trust"] == ("stance_factual" if initial else "stance_not_factual")
+    assert titles["debate:skeptic"] == ("stance_not_factual" if initial else "stance_factual")
+    # each side argues from the passages alone: neither is shown the other's words
+    assert not any("argues that" in r.messages[-1]["content"] for r in engine.requests[1:3])
+    assert v.factuality is initial and v.consensus and v.rounds == 1  # the attack failed: consensus
+
+
 @pytest.mark.parametrize("initial", [True, False])
-def test_first_state_follows_policy_and_state_order(policy, initial):
-    # everyone after the initial agent agrees with it: consensus every round, stops at min_rounds
-    engine = FakeEngine(replies=[reply(initial)] * 20)
-    v = run(engine, policy=policy, min_rounds=1)
-    expected = next_state(policy, initial)
-    order = ["trust", "skeptic", "leader"] if expected == "S1" else ["skeptic", "trust", "leader"]
-    assert states(v) == [("S0", "initial")] + [(expected, r) for r in order]
-    assert v.rounds == 1 and v.consensus
+def test_a_winning_attack_moves_the_chain_either_way(initial):
+    engine = scripted(initial=initial, leader="skeptic")
+    v = run(engine, min_rounds=1, max_rounds=1)
+    assert v.factuality is (not initial) and v.chain[-1].winner == "skeptic" and not v.consensus
+    # with room for another state, the new standing verdict is defended and attacked in turn
+    engine = scripted(initial=initial, leader=lambda r: "skeptic" if r.messages[-1]["content"].count("standing verdict that the text is factual") == int(initial) else "trust")
+    v = run(engine, min_rounds=1, max_rounds=3)
+    assert v.rounds == 2 and v.consensus and v.factuality is (not initial)
+    assert [t.state for t in v.chain if t.role == "leader"] == [next_state("true-skeptic", initial),
+                                                                next_state("true-skeptic", not initial)]
 
 
-def test_next_state_uses_previous_states_result():
-    # initial True -> S2; its Leader says False -> S1 (true-skeptic); then all False -> consensus
-    engine = FakeEngine(replies=[reply(True), reply(True), reply(True), reply(False, 4)] + [reply(False, 4)] * 3)
-    v = run(engine, min_rounds=1, max_rounds=5)
-    assert [s for s, _ in states(v)] == ["S0", "S2", "S2", "S2", "S1", "S1", "S1"]
-    # round 1 had no consensus (True, True, False), round 2 did
-    assert v.rounds == 2 and v.consensus
+def test_the_leader_reads_both_stances_whole_with_their_checks():
+    engine = scripted(initial=True, finding="contradicted",
+                      not_factual_quotes=("lattice tower in Paris, France", "It was moved to Berlin in 1999"))
+    v = run(engine, max_rounds=1)
+    leader = engine.requests[3]
+    assert leader.tag == "debate:leader" and leader.schema == LEADER_SCHEMA
+    text = leader.messages[-1]["content"]
+    assert '"lattice tower in Paris, France" -- found in passage [1]' in text
+    assert '"It was moved to Berlin in 1999" -- NOT FOUND (not in the passages word for word)' in text
+    assert text.index("The Skeptic agent argues") < text.index("The Trust agent argues")  # spoken order (S2)
+    skeptic = v.chain[1]
+    assert [q.verified for q in skeptic.quotes] == [True, False] and not skeptic.void
     assert v.factuality is False and v.error_severity == 4
 
 
-def test_consensus_stops_only_after_min_rounds():
-    engine = FakeEngine(replies=[reply(True)] * 40)
-    assert run(engine, min_rounds=2).rounds == 2
-    engine = FakeEngine(replies=[reply(True)] * 40)
-    assert run(engine, min_rounds=3, max_rounds=5).rounds == 3
-    engine = FakeEngine(replies=[reply(True)] * 40)
-    v = run(engine, min_rounds=0, max_rounds=4)
-    assert v.rounds == 1  # consensus checked after each state; 0 and 1 behave alike
-
-
-def test_no_consensus_runs_to_max_rounds_and_leader_decides():
-    # Skeptic always disagrees: never a consensus
-    engine = by_role({"initial": True, "trust": True, "skeptic": False, "leader": False})
-    v = run(engine, min_rounds=1, max_rounds=3)
-    assert v.rounds == 3 and not v.consensus
-    assert len(v.chain) == 1 + 3 * 3
-    assert v.factuality is False and v.chain[-1].role == "leader"
-    # true-skeptic: initial True -> S2; Leader False -> S1; Leader False -> S1
-    assert [v.chain[i].state for i in (1, 4, 7)] == ["S2", "S1", "S1"]
-
-
-def test_max_rounds_zero_is_initial_agent_alone():
-    v = run(FakeEngine(replies=[reply(False, 5)]), min_rounds=0, max_rounds=0)
-    assert states(v) == [("S0", "initial")]
-    assert v.factuality is False and v.error_severity == 5
-
-
-def test_score_pools_the_turns_without_logprobs_as_votes():
-    engine = by_role({"initial": True, "trust": True, "skeptic": False, "leader": False})
+def test_a_side_without_a_verified_quote_loses_without_a_leader_call():
+    # the Skeptic invents its quote: void, and the standing verdict stays without asking the Leader
+    engine = scripted(initial=True, finding="contradicted", not_factual_quotes=("The tower stands in Berlin",))
+    v = run(engine, max_rounds=2)
+    assert [r.tag for r in engine.requests] == ["debate:initial", "debate:skeptic", "debate:trust"]
+    skeptic, leader = v.chain[1], v.chain[3]
+    assert skeptic.void and not skeptic.counts and leader.role == "leader" and leader.winner == "trust"
+    assert "has no verified quote" in leader.opinion and leader.completion_tokens == 0
+    assert v.factuality is True and v.consensus
+    # the Trust side invents its quote: the Skeptic wins without a call
+    engine = scripted(initial=True, factual_quotes=("The Eiffel Tower is in Berlin, Germany",))
     v = run(engine, min_rounds=1, max_rounds=1)
-    # turns: initial T, skeptic F, trust T, leader F: two sure votes each way pool to 0.5
-    assert v.p_hallucinated == pytest.approx(0.5) and v.confidence == pytest.approx(0.5)
-    engine = by_role({"initial": False, "trust": False, "skeptic": False, "leader": False})
-    v = run(engine, min_rounds=1, max_rounds=1)
-    assert v.p_hallucinated == pytest.approx(1 - EPS) and v.confidence == pytest.approx(1 - EPS)
+    assert v.factuality is False and v.chain[-1].winner == "skeptic" and len(engine.requests) == 3
 
 
-def _logprob_reply(role_reply: dict, p_chosen: float) -> Result:
-    text = json.dumps(role_reply)
-    head, _, tail = text.partition('"factuality": ')
-    lps = [(head + '"factuality": ', 0.0), (tail[:5 if tail.startswith("false") else 4], math.log(p_chosen)),
-           (tail[5 if tail.startswith("false") else 4:], 0.0)]
-    return Result(text=text, parsed=role_reply, logprobs=lps)
+def test_leader_in_both_orders_is_asked_twice_and_averaged():
+    seen = []
+
+    def leader(request):
+        text = request.messages[-1]["content"]
+        seen.append(text.index("The Trust agent argues") < text.index("The Skeptic agent argues"))
+        return "trust" if seen[-1] else "skeptic"  # a Leader that picks whichever side it reads first
+
+    v = run(scripted(initial=True, leader=leader), max_rounds=1, leader_both_orders=True)
+    assert seen == [False, True]  # spoken order (Skeptic first in S2), then swapped
+    leaders = [t for t in v.chain if t.role == "leader"]
+    assert [t.winner for t in leaders] == ["skeptic", "trust"]
+    assert v.factuality is True  # 1:1 without token probabilities: a tie keeps the standing verdict
 
 
-def test_turn_probability_comes_from_the_factuality_token():
-    call = AgentCall("skeptic", "S2")
-    t = turn_from_result(call, _logprob_reply({"doubt": "in Berlin", "passages": [1], "finding": "contradicted",
-                                                "why": "It is in Paris.", "factuality": False,
-                                                "error_severity": 4}, 0.8))
-    assert t.factuality is False and t.p_factual == pytest.approx(0.2)
-    assert t.opinion == "Doubts \u201cin Berlin\u201d (contradicted): It is in Paris. (passages [1])"
-    t = turn_from_result(AgentCall("initial", "S0"), _logprob_reply(
-        {"passages": [], "opinion": "Supported.", "factuality": True, "error_severity": 0}, 0.9))
-    assert t.p_factual == pytest.approx(0.9)
+def test_stances_and_leaders_have_no_repetition_controls_and_no_quote_list():
+    penalised = SamplingParams(temperature=0.0, max_tokens=200, repetition_penalty=1.3, frequency_penalty=0.5,
+                               no_repeat_ngram_size=3)
+    engine = scripted()
+    check_claim(CLAIM, EVIDENCE, Agents(engine=engine, sampling=penalised), DebateConfig(max_rounds=1))
+    for r in engine.requests[1:]:
+        assert not r.sampling.penalized and r.sampling.max_tokens == 200 and not r.avoid and r.quote is None
 
 
-def test_pool_is_the_mean_of_log_odds():
-    assert pool([0.9, 0.9]) == pytest.approx(0.9)
-    assert pool([0.9, 0.1]) == pytest.approx(0.5)
-    assert pool([0.8, 0.5]) == pytest.approx(1 / (1 + math.exp(-math.log(4) / 2)))
-    assert pool([1.0]) == pytest.approx(1 - EPS) and pool([]) is None
+def test_stance_turns_record_their_quote_checks_in_results():
+    v = run(scripted(initial=True, leader="skeptic"), max_rounds=1)
+    chain = json.loads(json.dumps(v.to_dict()))["chain"]
+    skeptic = chain[1]
+    assert skeptic["role"] == "skeptic" and skeptic["finding"] == "not stated"
+    assert skeptic["quotes"] == [{"text": "in Berlin", "verified": True}]
+    assert chain[2]["quotes"][0] == {"text": TRUE_QUOTE, "verified": True, "passage": 1}
+    assert chain[3]["winner"] == "skeptic"
 
 
-def test_each_grounded_role_has_its_own_reply_shape_and_consistent_verdict():
-    fields = {role: set(ROLE_SCHEMAS[role]["anyOf"][0]["properties"]) - {"factuality", "error_severity"}
-              for role in ("initial", "trust", "skeptic", "leader")}
-    assert len({frozenset(f) for f in fields.values()}) == 4  # no two roles answer alike
-    assert "doubt" in fields["skeptic"] and "side" in fields["leader"]
-    validator = jsonschema.Draft202012Validator(ROLE_SCHEMAS["leader"])
-    base = {"side": "trust", "reason": "[1] says Paris."}
-    assert validator.is_valid({**base, "factuality": True, "error_severity": 0})
-    assert validator.is_valid({**base, "factuality": False, "error_severity": 4})
-    assert not validator.is_valid({**base, "factuality": True, "error_severity": 1})  # factual => 0
-    assert not validator.is_valid({**base, "factuality": False, "error_severity": 0})  # not factual => >= 1
+def test_turn_probability_comes_from_the_winner_token():
+    reply = {"reason": "Quote 1 shows Paris.", "winner": "skeptic"}
+    text = json.dumps(reply)
+    head, _, tail = text.partition('"winner": "')
+    lps = [(head + '"winner": "', 0.0), ("sk", math.log(0.8)), (tail[2:], 0.0)]
+    t = turn_from_result(AgentCall("leader", "S2", argues=True), Result(text=text, parsed=reply, logprobs=lps))
+    assert t.factuality is False and t.winner == "skeptic" and t.p_factual == pytest.approx(0.2)
 
 
-def test_paper_prompts_repair_inconsistent_severity_and_count_it():
-    engine = FakeEngine(replies=[reply(True, 2), reply(False, 0)] + [reply(False, 4)] * 20)
-    v = run(engine, min_rounds=1, max_rounds=1, prompts="paper")
-    assert (v.chain[0].error_severity, v.chain[0].repaired) == (0, "severity 2 -> 0 (factual)")
-    assert (v.chain[1].error_severity, v.chain[1].repaired) == (1, "severity 0 -> 1 (not factual)")
-    assert v.to_dict()["chain"][0]["repaired"]
+def test_score_follows_the_chain():
+    sure_false = run(scripted(initial=False, leader="trust"), max_rounds=1)
+    sure_true = run(scripted(initial=True, leader="trust"), max_rounds=1)
+    assert sure_false.p_hallucinated > 0.5 > sure_true.p_hallucinated
+    x = features(sure_false.chain, False)
+    assert x["verdict"] == 1.0 and x["margin"] == 0.0  # one verified quote each way
 
 
-def test_next_agent_reads_a_brief_of_the_previous_opinion():
-    long = "Passage 1 puts it in Paris. " + "It also says much more " * 10 + "(passages [1])"
-    assert brief("Passage 1 puts it in Paris. Then more. (passages [1], [2])") == \
-        "Passage 1 puts it in Paris. (passages [1], [2])"
-    assert brief(long) == "Passage 1 puts it in Paris. (passages [1])"
-    assert brief("w " * 40).endswith("\u2026") and len(brief("w " * 40).split()) == BRIEF_WORDS + 1
+def test_every_reply_shape_is_a_strict_schema():
+    for schema, good in ((STANCE_SCHEMAS[True], {"quotes": ["a b c"], "argument": "x"}),
+                         (STANCE_SCHEMAS[False], {"finding": "contradicted", "quotes": ["a b c"], "argument": "x",
+                                                  "error_severity": 3}),
+                         (LEADER_SCHEMA, {"reason": "x", "winner": "trust"})):
+        validator = jsonschema.Draft202012Validator(schema)
+        assert validator.is_valid(good)
+        assert not validator.is_valid({**good, "extra": 1})
+    assert not jsonschema.Draft202012Validator(LEADER_SCHEMA).is_valid({"reason": "x", "winner": "both"})
+    assert not jsonschema.Draft202012Validator(STANCE_SCHEMAS[True]).is_valid({"quotes": [], "argument": "x"})
+    assert not jsonschema.Draft202012Validator(STANCE_SCHEMAS[True]).is_valid({"quotes": ["a", "b", "c"], "argument": "x"})
 
 
-def test_grounded_previous_opinions_are_prose_lines():
-    engine = by_role({"initial": True, "trust": True, "skeptic": False, "leader": False})
-    run(engine, min_rounds=1, max_rounds=1)
-    skeptic, trust, leader = (r.messages[1]["content"] for r in engine.requests[1:4])
-    assert "The first agent judged the claim factual: \"initial" in skeptic and "{" not in skeptic.split("[text]")[1]
-    assert "The Skeptic agent judged the claim not factual (severity 4)" in trust and "first agent" not in trust
-    assert leader.index("The Skeptic agent judged") < leader.index("The Trust agent judged")
-    assert engine.requests[1].schema == role_schema("skeptic", len(EVIDENCE)) and engine.requests[1].logprobs
-
-
-def test_previous_turns_passed_as_in_table_12():
-    engine = by_role({"initial": True, "trust": True, "skeptic": False, "leader": False})
-    run(engine, min_rounds=1, max_rounds=1, prompts="paper")
-    skeptic, trust, leader = (r.messages[-1]["content"] for r in engine.requests[1:4])
-    assert "DO NOT REPEAT the previous agent\u2019s opinion" in skeptic  # Table 7, word for word
-    assert "Here is the response from the previous agent:" in skeptic and '"opinion": "initial"' in skeptic
-    assert '"opinion": "skeptic"' in trust and '"opinion": "initial"' not in trust
-    # the Leader reads the Skeptic then the Trust agent of its own state
-    assert leader.index("response from the Skeptic agent") < leader.index("response from the Trust agent")
-    assert '"opinion": "initial"' not in leader
-
-
-def test_unknown_prompt_set_is_rejected():
-    with pytest.raises(ConfigError, match="unknown prompt set"):
-        DebateConfig(prompts="clever")
-
-
-def test_shared_prefix_is_byte_identical_across_roles():
-    calls = [AgentCall("initial", "S0"), AgentCall("skeptic", "S2"), AgentCall("leader", "S2")]
-    msgs = [build_messages(CLAIM, EVIDENCE, c) for c in calls]
+def test_shared_prefix_is_byte_identical_across_stances_and_leader():
+    first = run(scripted(), max_rounds=1)
+    assert first.rounds == 1
+    engine = scripted()
+    run(engine, max_rounds=1)
+    msgs = [r.messages for r in engine.requests[1:]]
     assert len({m[0]["content"] for m in msgs}) == 1  # same system prompt
     prefix = msgs[0][1]["content"].split("\n\n")[0]
     assert all(m[1]["content"].startswith(prefix) for m in msgs)
-    assert "Eiffel Tower is a wrought-iron" in prefix and CLAIM.text in msgs[0][1]["content"]
+    assert PASSAGE in prefix.replace('\\"', '"')
 
 
-def test_bad_reply_is_retried_then_kept():
-    # invalid JSON, then a schema violation (severity 9): retried; the third attempt is valid
-    engine = FakeEngine(replies=["not json", json.dumps(reply(True, 9)), reply(False, 3)] + [reply(False, 3)] * 20)
+def test_an_invalid_first_reply_is_retried_then_the_claim_is_undecided():
+    engine = FakeEngine(replies=["{oops"] * 3)
     v = run(engine, min_rounds=1)
-    first = v.chain[0]
-    assert first.ok and first.factuality is False
-    assert engine.requests[1].sampling.temperature > 0  # a retry samples instead of repeating greedy
+    assert v.factuality is None and "no agent gave a valid reply" in v.error
+    assert not v.chain[0].ok and "not valid JSON" in v.chain[0].error
 
 
-def test_reply_that_never_validates_becomes_an_error_turn():
-    engine = FakeEngine(replies=["{oops"] * 3 + [reply(True)] * 20)
-    v = run(engine, min_rounds=1)
-    first = v.chain[0]
-    assert not first.ok and first.factuality is None and "not valid JSON" in first.error
-    # the debate went on: the next agent gets no previous opinion, the verdict is still a Leader's
-    assert v.chain[-1].role == "leader" and v.factuality is True
-    assert json.loads(json.dumps(v.to_dict()))["chain"][0]["error"]
+def test_a_failed_leader_keeps_the_standing_verdict_and_leaves_an_error_turn_to_retry():
+    def responder(request):
+        if request.tag == "debate:leader":
+            return RuntimeError("server went away")
+        return scripted().responder(request)
+
+    v = run(FakeEngine(responder=responder), max_rounds=2)
+    assert v.factuality is True and v.chain[-1].error and v.rounds == 1
 
 
 def test_engine_error_for_every_turn_gives_an_error_verdict_not_a_crash():
     engine = FakeEngine(responder=lambda r: RuntimeError("server down"))
     v = run(engine, min_rounds=1, max_rounds=2)
     assert v.factuality is None and v.error and "server down" in v.error
-    assert all(not t.ok for t in v.chain)
+    assert len(engine.requests) == 1  # the engine already retried its transport: final
 
 
-def test_agent_schema_is_the_contract():
-    assert set(AGENT_SCHEMA["properties"]) == {"opinion", "factuality", "error_severity"}
-    sev = AGENT_SCHEMA["properties"]["error_severity"]
-    assert (sev["minimum"], sev["maximum"]) == (0, 5)
+def test_max_rounds_zero_is_the_first_agent_alone():
+    v = run(scripted(initial=False), min_rounds=0, max_rounds=0)
+    assert roles(v) == [("S0", "initial")] and v.factuality is False
 
 
 def test_bad_config_is_rejected():
@@ -245,19 +241,8 @@ def test_bad_config_is_rejected():
         DebateConfig(policy="sometimes")
     with pytest.raises(ConfigError, match="min_rounds <= max_rounds"):
         DebateConfig(min_rounds=3, max_rounds=2)
-
-
-def test_short_qa_joins_question_and_answer():
-    engine = FakeEngine()
-    check_claim(Claim("Paris.", question="What is the capital of France?"), EVIDENCE, Agents(engine=engine),
-                DebateConfig(max_rounds=0, min_rounds=0))
-    assert "[text]: \"What is the capital of France? Paris.\"" in engine.requests[0].messages[1]["content"]
-
-
-def test_engine_reported_failure_is_not_retried():
-    engine = FakeEngine(responder=lambda r: RuntimeError("server down"))
-    run(engine, min_rounds=0, max_rounds=0)
-    assert len(engine.requests) == 1  # the engine already retried its transport: final
+    with pytest.raises(ConfigError, match="unknown prompt set"):
+        DebateConfig(prompts="clever")
 
 
 def test_every_configurable_policy_has_its_transitions():
@@ -267,20 +252,49 @@ def test_every_configurable_policy_has_its_transitions():
     assert tuple(POLICIES) == DEBATE_POLICIES
 
 
-@pytest.mark.parametrize("n", [1, 10, 15])
-def test_an_agent_may_cite_every_passage_it_is_shown_and_no_other(n):
-    """The evidence count is one setting: every passage shown is citable, a number past them is not."""
-    evidence = [Evidence(f"Passage {i}.") for i in range(1, n + 1)]
-    engine = by_role({"initial": True, "trust": True, "skeptic": True, "leader": True})
-    check_claim(CLAIM, evidence, Agents(engine=engine), DebateConfig(min_rounds=1, max_rounds=1))
-    for request in engine.requests:
-        validator = jsonschema.Draft202012Validator(request.schema)
-        factual = {"factuality": True, "error_severity": 0}
-        fields = {k: "x" for k in request.schema["anyOf"][0]["properties"] if k not in ("passages", *factual)}
-        fields.update({"side": "trust", "finding": "supported"} if "side" in fields or "finding" in fields else {})
-        fields = {k: v for k, v in fields.items() if k in request.schema["anyOf"][0]["properties"]}
-        if "passages" not in request.schema["anyOf"][0]["properties"]:
-            continue
-        assert validator.is_valid({**fields, "passages": [n], **factual}), request.tag
-        assert not validator.is_valid({**fields, "passages": [n + 1], **factual}), request.tag
-        assert f"[{n}]" in request.messages[-1]["content"]
+# ---------------------------------------------------------------- the paper's chain (--prompts paper)
+
+
+def paper_reply(factuality: bool, severity: int | None = None, opinion: str = "because") -> dict:
+    return {"opinion": opinion, "factuality": factuality,
+            "error_severity": (0 if factuality else 3) if severity is None else severity}
+
+
+def paper_by_role(table: dict) -> FakeEngine:
+    def responder(request):
+        role = request.tag.split(":")[1]
+        return paper_reply(table[role], 0 if table[role] else 4, opinion=role)
+
+    return FakeEngine(responder=responder)
+
+
+def test_paper_chain_runs_to_max_rounds_without_consensus_and_the_leader_decides():
+    engine = paper_by_role({"initial": True, "trust": True, "skeptic": False, "leader": False})
+    v = run(engine, min_rounds=1, max_rounds=3, prompts="paper")
+    assert v.rounds == 3 and not v.consensus and len(v.chain) == 1 + 3 * 3
+    assert v.factuality is False and v.chain[-1].role == "leader"
+    assert [v.chain[i].state for i in (1, 4, 7)] == ["S2", "S1", "S1"]
+
+
+def test_paper_prompts_repair_inconsistent_severity_and_count_it():
+    engine = FakeEngine(replies=[paper_reply(True, 2), paper_reply(False, 0)] + [paper_reply(False, 4)] * 20)
+    v = run(engine, min_rounds=1, max_rounds=1, prompts="paper")
+    assert (v.chain[0].error_severity, v.chain[0].repaired) == (0, "severity 2 -> 0 (factual)")
+    assert (v.chain[1].error_severity, v.chain[1].repaired) == (1, "severity 0 -> 1 (not factual)")
+
+
+def test_previous_turns_passed_as_in_table_12():
+    engine = paper_by_role({"initial": True, "trust": True, "skeptic": False, "leader": False})
+    run(engine, min_rounds=1, max_rounds=1, prompts="paper")
+    skeptic, trust, leader = (r.messages[-1]["content"] for r in engine.requests[1:4])
+    assert "DO NOT REPEAT the previous agent\u2019s opinion" in skeptic  # Table 7, word for word
+    assert "Here is the response from the previous agent:" in skeptic and '"opinion": "initial"' in skeptic
+    assert '"opinion": "skeptic"' in trust and '"opinion": "initial"' not in trust
+    assert leader.index("response from the Skeptic agent") < leader.index("response from the Trust agent")
+    assert engine.requests[0].schema == AGENT_SCHEMA
+
+
+def test_paper_messages_join_question_and_answer_as_the_paper_does():
+    msgs = build_messages(Claim("Paris.", question="What is the capital of France?"), EVIDENCE,
+                          AgentCall("initial", "S0", prompts="paper"))
+    assert '[text]: "What is the capital of France? Paris."' in msgs[-1]["content"]

@@ -37,10 +37,10 @@ def test_chain_stats_counts_copies_loops_caps_and_flips():
     rows = [
         # initial says factual, the debate flips to hallucinated, label hallucinated: a right flip
         row([turn("initial", "The passages put the tower in Paris, France.", True),
-             turn("skeptic", "Doubts \u201cin Berlin\u201d: passage one contradicts the claimed city. (passages [1])",
+             turn("skeptic", "Passage one contradicts the claimed city.",
                   False, tokens=30, capped=True),
              turn("trust", "The passages put the tower in Paris, France, they say.", False),  # a copy
-             turn("leader", "Sides with the Skeptic agent: " + loop, False, repaired="severity 0 -> 1")],
+             turn("leader", loop, False, repaired="severity 0 -> 1")],
             prediction=True, label=True),
         # no flip; one error turn (not an opinion, counted as a turn)
         row([turn("initial", "Nothing in the evidence mentions it.", False),
@@ -68,15 +68,27 @@ def test_restating_the_claim_is_told_from_copying_another_agent():
     assert "copy_rate_beyond_claim" not in chain_stats([row(chain, prediction=False, label=False)])
 
 
-def test_leaders_siding_alike_are_not_copies_by_the_fixed_phrase():
-    chain = [turn("initial", "Passage three dates the opening to 1889."),
-             turn("leader", "Sides with the Trust agent: the date is right."),
-             turn("leader", "Sides with the Trust agent: both readings agree.")]
-    assert chain_stats([row(chain, False, False)])["copy_rate"] == 0.0
-
-
 def test_score_predictions_adds_the_debate_section_only_for_chains():
     rows = [row([turn("initial", "a b c d e")], True, True), row([turn("initial", "f g h i j")], False, False)]
     assert "debate" in score_predictions(rows, n_boot=10)["wice"]
     plain = [{k: v for k, v in r.items() if k != "detail"} for r in rows]
     assert "debate" not in score_predictions(plain, n_boot=10)["wice"]
+
+
+def test_chain_stats_count_quote_checks_voids_walkovers_flip_directions_and_order_agreement():
+    q = lambda v: {"text": "x y z", "verified": v}  # noqa: E731
+    flipped = [turn("initial", "fine", True),
+               turn("skeptic", "no", False, quotes=[q(True), q(False)], finding="contradicted"),
+               turn("trust", "yes", True, quotes=[q(True)]),
+               turn("leader", "a", False, winner="skeptic", p_factual=0.2),
+               turn("leader", "b", True, winner="trust", p_factual=0.6)]  # the same round, other order
+    walkover = [turn("initial", "fine", False),
+                turn("trust", "no", False, quotes=[q(True)], finding="not stated"),
+                turn("skeptic", "yes", True, quotes=[q(False)], void=True),
+                turn("leader", "stays", False, winner="trust", p_factual=None, tokens=0)]
+    s = chain_stats([row(flipped, True, True), row(walkover, True, False)])
+    assert (s["quotes"], s["verified_quote_share"]) == (5, 0.6)
+    assert (s["stances"], s["void_share"]) == (4, 0.25)
+    assert (s["leader_calls"], s["walkovers"]) == (2, 1)
+    assert (s["leader_order_agreement"], s["leader_order_pairs"]) == (0.0, 1)
+    assert s["flips"] == {"to_hallucinated": {"right": 1, "wrong": 0}, "to_factual": {"right": 0, "wrong": 0}}

@@ -7,7 +7,6 @@ from itertools import count
 
 import pytest
 
-from halucheck.verifiers.scoring import EPS
 from typer.testing import CliRunner
 
 from halucheck.cli import app
@@ -15,7 +14,7 @@ from halucheck.config import Settings
 from halucheck.engines import register
 from halucheck.engines.base import Result
 from halucheck.engines.fake import FakeEngine
-from halucheck.evaluation import EvalItem, Prediction, harness, verifiers
+from halucheck.evaluation import EvalItem
 from halucheck.evaluation.harness import run_eval, select_evidence
 from halucheck.evaluation.verifiers import (
     VERIFIERS,
@@ -185,20 +184,26 @@ def test_debate_maps_verdict_confidence_to_score():
 
 
 def test_debate_verifier_runs_the_scheduler_with_the_items_evidence():
-    eng = FakeEngine(reply={"factuality": False, "error_severity": 4, "opinion": "Contradicted."})
+    # the first agent says "not factual"; both sides quote the item's passage (so each round asks the
+    # Leader), and the Leader keeps the standing verdict (the schema's first winner, "trust")
+    eng = FakeEngine(reply={"factuality": False, "error_severity": 4, "quotes": ["Paris is the capital of France."]})
     v = get_verifier("debate", VerifierOptions(debate=DebateConfig(min_rounds=2, max_rounds=2)))
     preds = v.predict(items(3), settings_with(eng))
-    # no logprobs from the fake engine: every turn a sure "not factual", pooled inside [EPS, 1 - EPS]
-    assert [(p.prediction, p.score) for p in preds] == [(True, pytest.approx(1 - EPS))] * 3
-    assert len(eng.requests) == 3 * 7
-    assert [len(p.detail["chain"]) for p in preds] == [7] * 3
+    # no logprobs from the fake engine: sure turns, and the chain's fitted score of a sure "not factual"
+    assert [p.prediction for p in preds] == [True] * 3 and len({p.score for p in preds}) == 1
+    assert preds[0].score > 0.95
+    assert len(eng.requests) == 3 * 7  # the first agent, then two rounds of Trust, Skeptic and Leader
+    assert [[t["role"] for t in p.detail["chain"]] for p in preds] == [["initial"] + ["trust", "skeptic", "leader"] * 2] * 3  # S1: Trust first
+    assert all(t["winner"] == "trust" for p in preds for t in p.detail["chain"] if t["role"] == "leader")
     assert all("Paris is the capital of France." in r.messages[1]["content"] for r in eng.requests)
     assert max(eng.batch_sizes) == 3  # the three debates advance together
 
 
 @pytest.mark.parametrize("p, reached", [(0.6, 3), (0.99, 0)])
 def test_cascade_sends_on_only_the_claims_inside_the_band(p, reached):
-    eng = LogprobEngine(p, reply={"reasoning": "r", "factuality": False, "error_severity": 3, "opinion": "No."})
+    # both sides quote the passage: every debate asks the Leader (first agent, two stances, Leader: 4 calls)
+    eng = LogprobEngine(p, reply={"reasoning": "r", "factuality": False, "error_severity": 3,
+                                  "quotes": ["Paris is the capital of France."]})
     v = get_verifier("selfcheck,debate", VerifierOptions(debate=DebateConfig(min_rounds=1, max_rounds=1),
                                                          band=(0.2, 0.8)))
     preds = v.predict(items(3), settings_with(eng))
@@ -320,7 +325,7 @@ default_profile: fake
 profiles:
   fake:
     engine: fake
-    reply: {factuality: false, error_severity: 4, opinion: "Contradicted."}
+    reply: {factuality: false, error_severity: 4, quotes: ["passage 3"]}
 """
 
 
@@ -334,7 +339,7 @@ def config(tmp_path):
 def test_cli_eval_and_compare(tmp_path, config, toy_sets):
     d1, d2 = tmp_path / "debate", tmp_path / "selfcheck"
     r = runner.invoke(app, ["eval", "-d", "a", "-n", "4", "-v", "debate", "--config", str(config), "-o", str(d1),
-                                "--max-rounds", "2"])
+                                "--min-rounds", "2", "--max-rounds", "2"])
     assert r.exit_code == 0, r.output
     assert "debate/fake" in r.stdout and (d1 / "predictions.jsonl").is_file()
     first = json.loads((d1 / "predictions.jsonl").read_text().splitlines()[0])
@@ -344,7 +349,9 @@ def test_cli_eval_and_compare(tmp_path, config, toy_sets):
     r = runner.invoke(app, ["eval", "-d", "a", "-n", "4", "-v", "selfcheck,debate", "--band", "0,1", "--max-rounds", "2",
                             "--config", str(config), "-o", str(tmp_path / "cascade")])
     assert r.exit_code == 0, r.output
-    assert "cascade: selfcheck saw 4 of 4 items (4 LLM calls), then debate saw 4 of 4 items (28 LLM calls)" in r.stdout
+    # the debate's first agent asks selfcheck's own request (its reply is reused): then Trust, Skeptic and
+    # a Leader that keeps the verdict (consensus after one round) for each item
+    assert "cascade: selfcheck saw 4 of 4 items (4 LLM calls), then debate saw 4 of 4 items (12 LLM calls)" in r.stdout
     r = runner.invoke(app, ["eval", "--compare", str(d1), str(d2)])
     assert r.exit_code == 0, r.output
     lines = [line for line in r.stdout.splitlines() if line.startswith("|")]

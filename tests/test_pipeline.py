@@ -13,10 +13,12 @@ from halucheck.engines.fake import FakeEngine
 from halucheck.errors import ConfigError, InputError
 from halucheck.evidence import fuse
 from halucheck.pipeline import Pipeline, RunOptions
-from halucheck.records import Evidence
+from halucheck.engines.base import Result
+from halucheck.records import Claim, Evidence
+from halucheck.verifiers.debate.agents import AgentCall, turn_from_result
 from halucheck.reports import aggregate
 from halucheck.verifiers.scoring import EPS
-from halucheck.prompts import read_field
+from halucheck.prompts import read_field, read_statement
 
 
 class Crash(BaseException):
@@ -35,13 +37,39 @@ def responder(request):
     if stage == "claims:queries":
         claim = read_field(user, "claim", last=True)
         return {"queries": [claim, "about " + claim]}
-    claim = read_field(user, "text")
+    claim = read_statement(user)
     false = "Berlin" in claim or "1887" in claim
-    return {"opinion": f"{request.tag} on {claim}", "factuality": not false, "error_severity": 4 if false else 0}
+    # every role's fields (the fake engine keeps the schema's): stances quote the schema's example, which
+    # no passage holds, so they are void and the first agent's verdict stands
+    return {"opinion": f"{request.tag} on {claim}", "reasoning": f"{request.tag} on {claim}",
+            "factuality": not false, "error_severity": 4, "reason": "settled", "winner": "trust"}
 
 
 def split(text):
     return [s for s in re.split(r"(?<=[.!?])\s+", text.strip()) if s]
+
+
+def quoting(request):
+    """:func:`responder`, but a debate stance quotes the first passage it is shown: a verified quote, so
+    both sides count and every round asks the Leader (who keeps the standing verdict)."""
+    reply = responder(request)
+    if request.tag in ("debate:trust", "debate:skeptic"):
+        passage = read_field(request.messages[-1]["content"], "1")
+        if passage:
+            reply = {**reply, "finding": "contradicted", "quotes": [passage]}
+    return reply
+
+
+@pytest.fixture
+def with_context(monkeypatch):
+    """ANSWERS with a context each (the claims' passages), searched with hash embeddings (no embedding
+    model in these tests)."""
+    from halucheck.retrieval import get_embedder
+
+    monkeypatch.setenv("HALUCHECK_EMBED_MODEL", "fake")
+    get_embedder.cache_clear()
+    yield [{**a, "context": CONTEXT} for a in ANSWERS]
+    get_embedder.cache_clear()
 
 
 @pytest.fixture
@@ -61,6 +89,9 @@ ANSWERS = [
     {"id": "short", "question": "Where is the Louvre?", "answer": "Paris."},
     {"id": "chat", "answer": "Glad to help! The tower was completed in 1887. Do you like it?"},
 ]
+
+
+CONTEXT = "The Eiffel Tower stands in Paris, France. Its construction was completed in 1889. The Louvre is a museum in Paris."
 
 
 def write_input(tmp_path, lines):
@@ -90,8 +121,8 @@ def test_stages_and_aggregation(tmp_path, engine):
     assert tower["counts"] == {"claims": 2, "false": 1, "true": 1, "undecided": 0}
     berlin = tower["claims"][0]
     assert berlin["factuality"] is False and berlin["chain"][0]["role"] == "initial"
-    # the pooled score is stored and read back: sure "not factual" turns pool to 1 - EPS
-    assert berlin["p_hallucinated"] == pytest.approx(1 - EPS, abs=1e-4)
+    # the chain's score is stored and read back: a sure "not factual" chain scores near 1
+    assert berlin["p_hallucinated"] > 0.95 and tower["claims"][1]["p_hallucinated"] < 0.05
     assert tower["score"] >= berlin["p_hallucinated"]
     assert berlin["queries"][:2] == ["The Eiffel Tower is in Berlin.", "about The Eiffel Tower is in Berlin."]
     # the claim is located in the answer where it came from
@@ -112,22 +143,31 @@ def test_stages_and_aggregation(tmp_path, engine):
     assert "http://" not in html and "https://" not in html  # self-contained
 
 
-def test_every_role_sampling_in_models_yaml_is_honoured(tmp_path, engine):
+def test_every_role_sampling_in_models_yaml_is_honoured(tmp_path, engine, with_context):
+    """Every role's `sampling:` keys reach its requests; a debate stance or Leader drops the repetition
+    controls (its quotes must be verbatim) but keeps the rest. The first agent is selfcheck's request,
+    with the `initial` role's sampling."""
+    roles = ("filter", "extractor", "query", "initial", "trust", "skeptic", "leader")
     cfg = {"profiles": {"s": {"engine": "scripted"}},
-           "sampling": {role: {"max_tokens": 50 + i} for i, role in
-                        enumerate(("filter", "extractor", "query", "initial", "trust", "skeptic", "leader"))}}
-    opts = RunOptions(input=write_input(tmp_path, ANSWERS), out=tmp_path / "run", verifier="debate",
+           "sampling": {role: {"max_tokens": 50 + i, "repetition_penalty": 1.2, "no_repeat_ngram_size": 4}
+                        for i, role in enumerate(roles)}}
+    engine["engine"] = FakeEngine(responder=quoting, max_batch=16)
+    opts = RunOptions(input=write_input(tmp_path, with_context), out=tmp_path / "run", verifier="debate",
                       debate=DebateConfig(min_rounds=1, max_rounds=1))
     pipe = Pipeline(opts, Settings.from_dict(cfg), log=lambda m: None)
     try:
         pipe.run()
     finally:
         pipe.close()
-    caps = {}
+    caps, penalties = {}, {}
     for r in engine["engine"].requests:
-        caps.setdefault(r.tag.split(":")[1], set()).add(r.sampling.max_tokens)
+        role = r.tag.split(":")[1]
+        caps.setdefault(role, set()).add(r.sampling.max_tokens)
+        penalties.setdefault(role, set()).add((r.sampling.repetition_penalty, r.sampling.no_repeat_ngram_size))
     assert caps == {"filter": {50}, "extract": {51}, "queries": {52}, "initial": {53}, "trust": {54},
                     "skeptic": {55}, "leader": {56}}
+    assert penalties == {**{role: {(1.2, 4)} for role in ("filter", "extract", "queries", "initial")},
+                         **{role: {(1.0, 0)} for role in ("trust", "skeptic", "leader")}}
 
 
 def test_aggregation_rule():
@@ -142,10 +182,12 @@ def test_aggregation_rule():
     assert aggregate([])["hallucinated"] is False
 
 
-def test_resume_after_crash_makes_no_duplicate_calls(tmp_path, engine):
-    src = write_input(tmp_path, ANSWERS)
+def test_resume_after_crash_makes_no_duplicate_calls(tmp_path, engine, with_context):
+    src = write_input(tmp_path, with_context)
+    engine["engine"] = FakeEngine(responder=quoting, max_batch=16)  # debates with Leader calls
     ref_summary, reference = run(tmp_path, src, out="reference")
     reference_calls = len(engine["engine"].requests)
+    assert "debate:leader" in {r.tag for r in engine["engine"].requests}
 
     sent = []
 
@@ -153,7 +195,7 @@ def test_resume_after_crash_makes_no_duplicate_calls(tmp_path, engine):
         if len(sent) == reference_calls // 2:  # die in the middle of the run
             raise Crash()
         sent.append(request.key())
-        return responder(request)
+        return quoting(request)
 
     # one request per engine call: every reply that came back before the crash is cached (a batch engine
     # returns a whole batch or nothing, so a crash inside a batch loses that batch's replies)
@@ -161,7 +203,7 @@ def test_resume_after_crash_makes_no_duplicate_calls(tmp_path, engine):
     with pytest.raises(Crash):
         run(tmp_path, src, out="crashed")
     first = set(sent)
-    engine["engine"] = FakeEngine(responder=responder, max_batch=16)
+    engine["engine"] = FakeEngine(responder=quoting, max_batch=16)
     summary, resumed = run(tmp_path, src, out="crashed")
     second = [r.key() for r in engine["engine"].requests]
     # this run's cost and the folder's total are told apart, calls and tokens alike
@@ -173,7 +215,7 @@ def test_resume_after_crash_makes_no_duplicate_calls(tmp_path, engine):
     assert len(first) + len(second) == reference_calls
     assert resumed == reference
 
-    engine["engine"] = FakeEngine(responder=responder)
+    engine["engine"] = FakeEngine(responder=quoting)
     summary, again = run(tmp_path, src, out="crashed")  # a finished run: no call at all
     assert engine["engine"].requests == [] and again == reference
     assert summary["this_run"] == {"llm_calls": 0, "prompt_tokens": 0, "completion_tokens": 0}
@@ -223,8 +265,9 @@ def test_fuse_dedupes_and_ranks_by_rrf():
     assert [e.text for e in fused] == ["b", "a"]
 
 
-def test_debate_progress_counts_calls_and_ends_at_the_calls_made(tmp_path, engine):
+def test_debate_progress_counts_calls_and_ends_at_the_calls_made(tmp_path, engine, with_context):
     bars = {}
+    engine["engine"] = FakeEngine(responder=quoting, max_batch=16)  # a Leader call: past the least calls
 
     class Bar:
         def __init__(self, total, desc, unit):
@@ -243,7 +286,7 @@ def test_debate_progress_counts_calls_and_ends_at_the_calls_made(tmp_path, engin
         def close(self):
             pass
 
-    opts = RunOptions(input=write_input(tmp_path, ANSWERS), out=tmp_path / "run", verifier="debate",
+    opts = RunOptions(input=write_input(tmp_path, with_context), out=tmp_path / "run", verifier="debate",
                       debate=DebateConfig(min_rounds=1, max_rounds=2))
     pipe = Pipeline(opts, settings(), progress=lambda **kw: Bar(**kw), log=lambda m: None)
     try:
@@ -253,7 +296,7 @@ def test_debate_progress_counts_calls_and_ends_at_the_calls_made(tmp_path, engin
     bar = bars["debate"]
     assert bar.unit == "call" and bar.first_total > 0
     # every agent call moved the bar, and the total grew to exactly the calls made
-    assert bar.n == bar.total == summary["stages"]["debate"]["llm_calls"] >= bar.first_total
+    assert bar.n == bar.total == summary["stages"]["debate"]["llm_calls"] > bar.first_total
     assert bar.postfix == f"{summary['claims']}/{summary['claims']} claims"
 
 
@@ -297,6 +340,7 @@ def test_run_with_a_judge_and_with_a_cascade(tmp_path, engine):
     assert "decided by selfcheck" in (tmp_path / "judge" / "report.html").read_text()
 
     # the cascade sends on only the claim selfcheck scored inside the band (0.4 in [0.2, 0.8])
+    asked = len(engine["engine"].requests)
     summary, results = run(tmp_path, path, out="cascade", verifier="selfcheck,debate", band=(0.2, 0.8))
     claims = {c["text"]: c for r in results for c in r["claims"]}
     unsure = claims["It was completed in 1889."]
@@ -305,7 +349,13 @@ def test_run_with_a_judge_and_with_a_cascade(tmp_path, engine):
     assert unsure["factuality"] is True and unsure["error_severity"] == 0  # the debate's verdict
     assert all(c["verifier"] == "selfcheck" for t, c in claims.items() if t != unsure["text"])
     assert summary["decided_by"] == {"selfcheck": len(claims) - 1, "debate": 1}
-    assert summary["stages"]["debate"]["llm_calls"] >= 4 and summary["stages"]["selfcheck"]["llm_calls"] == len(claims)
+    assert summary["stages"]["selfcheck"]["llm_calls"] == len(claims)
+    # the debate's first agent is selfcheck's own request: its reply is reused, not asked again; Trust and
+    # Skeptic quote no passage (void), so the standing verdict stays without a Leader call
+    assert [t["role"] for t in unsure["chain"]] == ["initial", "initial", "skeptic", "trust", "leader"]
+    assert unsure["chain"][1]["p_factual"] == unsure["chain"][0]["p_factual"] == pytest.approx(0.6)
+    debate_tags = [r.tag for r in engine["engine"].requests[asked:] if r.tag.startswith("debate:")]
+    assert debate_tags == ["debate:skeptic", "debate:trust"] and summary["stages"]["debate"]["llm_calls"] == 2
     # a narrower band keeps every claim at the first stage; the band is part of the run's fingerprint
     summary, results = run(tmp_path, path, out="narrow", verifier="selfcheck,debate", band=(0.45, 0.55))
     assert summary["decided_by"] == {"selfcheck": len(claims)} and "debate" not in summary["stages"]
@@ -489,21 +539,32 @@ def test_a_stored_calibrator_gives_every_model_claim_its_calibrated_probability(
 
 @pytest.mark.parametrize("top_k", [3, 15])
 def test_top_k_is_the_evidence_count_of_retrieval_prompts_and_reply_schemas(tmp_path, engine, top_k):
-    """`--top-k 15`: fifteen passages retrieved, fifteen shown to the agents, and all fifteen citable (a
-    reply schema with fewer numbers would make passages 11-15 uncitable)."""
+    """`--top-k 15`: fifteen passages retrieved, fifteen shown to the agents, and all fifteen quotable (a
+    quote is checked against the passages shown: one from passage 15 counts, one from a passage not shown
+    does not)."""
     docs = tmp_path / "docs"
     docs.mkdir()
     for i in range(30):  # one short document per fact: each is its own passage
         (docs / f"d{i:02}.txt").write_text(f"The Eiffel Tower fact number {i} says it stands in Paris.\n")
     answers = write_input(tmp_path, [{"id": "t", "answer": "The Eiffel Tower is in Berlin."}])
     _, results = run(tmp_path, answers, corpus=docs, index=tmp_path / "ix.duckdb", top_k=top_k)
-    assert len(results[0]["claims"][0]["evidence"]) == top_k
-    debate = [r for r in engine["engine"].requests if r.tag.startswith("debate:") and r.tag != "debate:leader"]
-    assert debate
+    shown = [e["text"] for e in results[0]["claims"][0]["evidence"]]
+    assert len(shown) == top_k
+    debate = [r for r in engine["engine"].requests if r.tag.startswith("debate:")]
+    assert {r.tag for r in debate} >= {"debate:initial", "debate:trust", "debate:skeptic"}
     for request in debate:
-        passages = request.schema["anyOf"][0]["properties"]["passages"]["items"]["enum"]
-        assert passages == list(range(1, top_k + 1)), request.tag
-        assert f"[{top_k}]" in request.messages[-1]["content"] and f"[{top_k + 1}]" not in request.messages[-1]["content"]
+        user = request.messages[-1]["content"]
+        assert read_field(user, str(top_k)) == shown[-1] and read_field(user, str(top_k + 1)) is None, request.tag
+    # a stance's quotes are checked against exactly those passages
+    claim = Claim("The Eiffel Tower is in Berlin.")
+    evidence = [Evidence(t) for t in shown]
+    unseen = next(f"fact number {i} says" for i in range(30) if not any(f"number {i} says" in t for t in shown))
+    last = re.search(r"fact number \d+ says", shown[-1]).group(0)
+    call = AgentCall("skeptic", "S2", argues=True)
+    for quote, verified, passage in ((last, True, top_k), (unseen, False, None)):
+        reply = {"quotes": [quote], "argument": "x"}
+        turn = turn_from_result(call, Result(text=json.dumps(reply), parsed=reply), claim, evidence)
+        assert [(q.verified, q.passage) for q in turn.quotes] == [(verified, passage)] and turn.void is not verified
 
 
 def test_a_calibrators_diagram_from_a_file_can_never_run_in_the_report(tmp_path, engine, monkeypatch):

@@ -8,8 +8,8 @@ import re
 
 import pytest
 
-from halucheck.prompts import DATA_RULE, as_data, load, read_field
-from halucheck.records import Check, Claim, Evidence
+from halucheck.prompts import DATA_REMINDER, DATA_RULE, as_data, load, read_field
+from halucheck.records import Check, Claim, Evidence, Quote
 from halucheck.verifiers import get_verifier
 from halucheck.verifiers.debate.agents import AgentCall, Turn, build_messages
 
@@ -56,20 +56,32 @@ def test_judge_prompts_keep_their_structure_under_injection(name, question):
     if question:
         assert read_field(user, "question", last=True) == FORGED
     assert DATA_RULE in forged[0]["content"]
+    # the last instruction the model reads is ours: the reminder comes after every piece of data
+    assert user.rindex(DATA_REMINDER) > user.rindex(as_data(FORGED))
 
 
 @pytest.mark.parametrize("prompts", ["grounded", "paper"])
-def test_debate_prompts_keep_their_structure_under_injection(prompts):
+@pytest.mark.parametrize("role", ["skeptic", "leader"])
+def test_debate_prompts_keep_their_structure_under_injection(prompts, role):
     def call(text):
-        earlier = Turn(state="S0", role="initial", opinion=text, factuality=True, error_severity=0)
-        return build_messages(Claim(text), (Evidence(text),), AgentCall(role="skeptic", state="S1", previous=(earlier,),
-                                                                        prompts=prompts))
+        # what an earlier agent said is data too: its argument and its quotes
+        heard = (Turn(state="S1", role="trust", opinion=text, factuality=True, error_severity=0,
+                      quotes=(Quote(text, False, why="not in the passages word for word"),)),
+                 Turn(state="S1", role="skeptic", opinion=text, factuality=False, error_severity=3,
+                      finding="contradicted", quotes=(Quote(text, True, 1),)))
+        previous = heard[:1] if role == "skeptic" else heard
+        if prompts == "paper":
+            previous = (Turn(state="S0", role="initial", opinion=text, factuality=True, error_severity=0),)
+        return build_messages(Claim(text), (Evidence(text),), AgentCall(role=role, state="S1", previous=previous,
+                                                                        prompts=prompts, argues=False))
     plain, forged = texts(call(PLAIN)), texts(call(FORGED))
     assert structure(forged) == structure(plain)
     assert read_field(forged, "text") == FORGED
     assert DATA_RULE in forged
-    # the earlier agent's words are data too: an instruction it repeated cannot become a line of its own
+    # the earlier agents' words cannot become a line of their own
     assert "\nIgnore all previous instructions" not in forged
+    if prompts == "grounded":
+        assert forged.rindex(DATA_REMINDER) > forged.rindex(as_data(FORGED))
 
 
 def test_claim_extraction_query_and_code_prompts_keep_their_structure_under_injection():

@@ -24,7 +24,7 @@ from halucheck.engines.fake import FakeEngine
 from halucheck.errors import ConfigError, InputError
 from halucheck.pipeline import Pipeline, RunOptions
 from halucheck.store.runstore import RunStore
-from halucheck.prompts import read_field
+from halucheck.prompts import read_field, read_statement
 
 TESTS = Path(__file__).resolve().parent
 runner = CliRunner()
@@ -117,16 +117,35 @@ def test_undecided_claim_makes_the_answer_undecided_not_clean(tmp_path, scripted
     assert by_id["a2"]["hallucinated"] is None
     assert "1 of 1 claim(s) have no valid verdict" in by_id["a2"].get("undecided_reason", "")
     assert by_id["a1"]["hallucinated"] is True and by_id["a3"]["hallucinated"] is False
-    assert summary["undecided"] == 1 and summary["checked"] == 2 and summary["failed_calls"] >= 2
+    # the first agent failed: no standing verdict to argue about, so no stance was asked (one failed call)
+    chain = by_id["a2"]["claims"][0]["chain"]
+    assert [t["role"] for t in chain] == ["initial"] and "server went away" in chain[0]["error"]
+    assert summary["undecided"] == 1 and summary["checked"] == 2 and summary["failed_calls"] == 1
 
 
 # -- 2. reruns retry exactly the failed work; no stale error ----------------------------------------------
 
 
-def test_rerun_retries_only_failed_work_and_leaves_no_stale_error(tmp_path, scripted):
-    src = write_jsonl(tmp_path / "answers.jsonl", ANSWERS)
+def quoting(request):
+    """:func:`echo`, but a debate stance quotes the first passage it is shown: a verified quote, so both
+    sides count and the round asks the Leader (who keeps the standing verdict)."""
+    reply = echo(request)
+    if request.tag in ("debate:trust", "debate:skeptic"):
+        passage = read_field(request.messages[-1]["content"], "1")
+        if passage:
+            reply = {**reply, "finding": "contradicted", "quotes": [passage]}
+    return reply
+
+
+def test_rerun_retries_only_failed_work_and_leaves_no_stale_error(tmp_path, scripted, fake_embeddings):
+    # a1's claims get passages from its context, so their debates ask the Leader
+    context = "The Eiffel Tower stands in Paris, France. It opened to visitors in 1889."
+    src = write_jsonl(tmp_path / "answers.jsonl", [{**ANSWERS[0], "context": context}] + ANSWERS[1:])
+    scripted["engine"] = FakeEngine(responder=quoting, max_batch=8)
     pipeline_run(src, tmp_path / "reference")
     reference = results_of(tmp_path / "reference")
+    assert [t["role"] for t in reference[0]["claims"][1]["chain"]] == ["initial", "skeptic", "trust", "leader"]
+    assert reference[0]["claims"][1]["chain"][-1]["p_factual"] is not None  # a Leader call, not a walkover
 
     failing = {"extract": "Seine", "queries": "Louvre", "debate:leader": "1889"}
 
@@ -135,20 +154,24 @@ def test_rerun_retries_only_failed_work_and_leaves_no_stale_error(tmp_path, scri
         content = request.messages[-1]["content"]
         if request.tag == "claims:extract":  # the sentence itself, not the sentences before it (its context)
             content = read_field(content, "text", last=True)
+        elif request.tag.startswith("debate:"):  # the claim, not the passages (another claim's are alike)
+            content = read_statement(content)
         if word and word in content:
             return RuntimeError("connection reset")
-        return echo(request)
+        return quoting(request)
 
     scripted["engine"] = FakeEngine(responder=flaky)
     first = pipeline_run(src, tmp_path / "out", retries=0)
     broken = {x["id"]: x for x in results_of(tmp_path / "out")}
     assert broken["a2"]["hallucinated"] is None and broken["a3"]["hallucinated"] is None
     assert broken["a1"]["hallucinated"] is True  # one false claim decides it, whatever the other says
-    assert any(t.get("error") for t in broken["a1"]["claims"][1]["chain"])
+    # the failed Leader keeps the standing verdict and leaves its error turn (retried on a rerun)
+    opened = broken["a1"]["claims"][1]
+    assert opened["factuality"] is True and opened["chain"][-1]["role"] == "leader" and opened["chain"][-1].get("error")
     assert first["undecided"] == 2 and first["failed_calls"] == 3
     asked_first = {r.key() for r in scripted["engine"].requests}
 
-    scripted["engine"] = FakeEngine(responder=echo)
+    scripted["engine"] = FakeEngine(responder=quoting)
     second = pipeline_run(src, tmp_path / "out", retries=0)
     asked_again = [r for r in scripted["engine"].requests]
     healed = results_of(tmp_path / "out")
@@ -159,6 +182,7 @@ def test_rerun_retries_only_failed_work_and_leaves_no_stale_error(tmp_path, scri
     assert not {r.key() for r in asked_again} & (asked_first - {r.key() for r in asked_again if r.tag})
     tags = sorted(r.tag for r in asked_again)
     assert tags.count("claims:extract") == 1 and tags.count("claims:queries") == 3  # a3's two claims + Louvre
+    assert tags.count("debate:leader") == 1  # the failed Leader turn, and no other turn of its debate
     assert len(asked_again) < len(scripted["engine"].requests) + len(asked_first)
 
 
@@ -208,15 +232,18 @@ def test_replies_that_never_match_the_schema_get_no_extra_pass(tmp_path):
 @pytest.mark.parametrize("fault", ["garbage", "invalid", "hang"])
 def test_bad_replies_become_undecided_then_heal(tmp_path, fault):
     src = write_jsonl(tmp_path / "answers.jsonl", ANSWERS[1:2])
-    state = {"fault": fault}
+    state = {"fault": None}
     with FaultServer(lambda body: state["fault"], hang_s=2.0) as srv:
         cfg = server_config(tmp_path, srv.url, timeout_s=0.5)
-        settings = Settings.load(cfg)
-        pipeline_run(src, tmp_path / "out", settings, retries=0)
+        pipeline_run(src, tmp_path / "clean", Settings.load(cfg), retries=0)  # what a sound server gives
+        state["fault"] = fault
+        pipeline_run(src, tmp_path / "out", Settings.load(cfg), retries=0)
         assert results_of(tmp_path / "out")[0]["hallucinated"] is None
         state["fault"] = None
         summary = pipeline_run(src, tmp_path / "out", Settings.load(cfg), retries=0)
-    assert results_of(tmp_path / "out")[0]["hallucinated"] is False and summary["undecided"] == 0
+    clean = results_of(tmp_path / "clean")
+    assert clean[0]["hallucinated"] is not None and results_of(tmp_path / "out") == clean
+    assert summary["undecided"] == 0
 
 
 # -- 3. piped input is fingerprinted by its content ------------------------------------------------------------

@@ -152,22 +152,28 @@ def test_debate_turns_guard_every_earlier_opinion_not_the_evidence():
     from halucheck.engines.fake import FakeEngine
     from halucheck.records import Claim, Evidence
 
-    engine = FakeEngine(responder=lambda r: {"opinion": r.tag, "doubt": r.tag, "why": r.tag, "support": r.tag,
-                                             "reason": r.tag, "factuality": True, "error_severity": 0})
-    check_claim(Claim("c"), [Evidence("e")], Agents(engine=engine), DebateConfig(min_rounds=1, max_rounds=1))
+    # the paper's chain (--prompts paper): each turn's repetition controls guard the earlier opinions
+    engine = FakeEngine(responder=lambda r: {"opinion": r.tag, "factuality": True, "error_severity": 0})
+    check_claim(Claim("c"), [Evidence("e")], Agents(engine=engine),
+                DebateConfig(min_rounds=1, max_rounds=1, prompts="paper"))
+    assert [r.tag for r in engine.requests] == ["debate:initial", "debate:skeptic", "debate:trust", "debate:leader"]
     avoid = [r.avoid for r in engine.requests]
     assert avoid[0] == ""  # the first agent: only its own reply is guarded, it may quote the evidence
-    ref = " (passages [1])"
-    assert avoid[1] == "debate:initial" + ref
-    assert avoid[3].splitlines() == ["debate:initial" + ref,
-                                     "Doubts \u201cdebate:skeptic\u201d (supported): debate:skeptic" + ref,
-                                     "debate:trust" + ref]
+    assert avoid[1] == "debate:initial"
+    assert avoid[3].splitlines() == ["debate:initial", "debate:skeptic", "debate:trust"]
     # every turn may still quote the claim and its passages through the ban
     assert {r.quote for r in engine.requests} == {"c\n"}
+    # the default chain: the first agent is selfcheck's request (its own guard); the stances and the Leader
+    # quote the passages word for word, so no repetition control touches them and nothing is guarded
+    engine = FakeEngine()
+    check_claim(Claim("c"), [Evidence("e")], Agents(engine=engine), DebateConfig(min_rounds=1, max_rounds=1))
+    first, *rest = engine.requests
+    assert first.tag == "debate:initial" and first.quote == "c\n" and rest
+    assert all(r.avoid is None and r.quote is None and not r.sampling.penalized for r in rest)
 
 
 def test_an_agent_may_repeat_the_claim_and_the_passages_names_and_numbers_only():
-    from halucheck.verifiers.debate.agents import quotable
+    from halucheck.verifiers.base import quotable
     from halucheck.records import Claim, Evidence
 
     q = quotable(Claim("The tower is in Berlin."), [Evidence("The Eiffel Tower stands in Paris since 1889."),

@@ -1,24 +1,44 @@
 """The batched scheduler: same verdicts as the sequential loop, bounded, robust, deduplicating."""
 
-import re
 import threading
 import time
+from collections import Counter
 
 import pytest
 
 from halucheck.verifiers.debate import Agents, DebateConfig, DebateJob, Scheduler, run_sequential
 from halucheck.engines.fake import FakeEngine
 from halucheck.records import Claim, Evidence
-from halucheck.prompts import read_field
+from halucheck.prompts import read_field, read_statement
 
 
 def deterministic(request):
-    """A reply that depends only on the request: different claims and roles get different verdicts."""
-    content = request.messages[1]["content"]
+    """A reply that depends only on the request, so that debates differ: the first agent's verdict, whether
+    a stance quotes its passage (verified) or words no passage holds (void), and the Leader's winner all
+    follow a hash of the prompt (the Leader's holds the standing verdict and both stances)."""
+    user = request.messages[-1]["content"]
     role = request.tag.split(":")[1]
-    h = sum(map(ord, content[:200])) + len(role)
-    fact = (h + len(read_field(request.messages[1]["content"], "text"))) % 3 != 0
-    return {"opinion": f"{role} {h % 97}", "factuality": fact, "error_severity": 0 if fact else h % 5 + 1}
+    h = sum(map(ord, user)) + len(role) + len(read_statement(user))
+    if role == "initial":
+        return {"reasoning": f"initial {h % 97}", "factuality": h % 3 != 0}
+    if role == "leader":
+        return {"reason": f"leader {h % 97}", "winner": "skeptic" if h % 3 == 0 else "trust"}
+    quote = read_field(user, "1") if h % 4 else "words that no passage holds"
+    return {"finding": "contradicted", "quotes": [quote], "argument": f"{role} {h % 97}", "error_severity": h % 5 + 1}
+
+
+def calls(verdict):
+    """The engine calls a debate made: every turn but the rounds decided without a Leader call."""
+    return sum(not (t.role == "leader" and t.ok and t.p_factual is None) for t in verdict.chain)
+
+
+def varied_enough(verdicts):
+    """The debates took every path: Leader calls, walkovers (a void side), a second round, both verdicts."""
+    chains = [t for v in verdicts for t in v.chain]
+    assert any(t.role == "leader" and t.p_factual is not None for t in chains)
+    assert any(t.role == "leader" and t.p_factual is None for t in chains)
+    assert any(t.winner == "skeptic" for t in chains) and any(v.rounds > 1 for v in verdicts)
+    assert {v.factuality for v in verdicts} == {True, False}
 
 
 def jobs(n):
@@ -36,8 +56,10 @@ def test_same_verdicts_as_sequential_loop():
     engine = FakeEngine(responder=deterministic, max_batch=16)
     sched = Scheduler(Agents(engine=engine), cfg)
     batched = sched.run(jobs(40))
+    varied_enough(seq)
     assert as_dicts(batched) == as_dicts(seq)
-    assert max(engine.batch_sizes) == 16 and sched.stats.llm_calls == sum(len(v.chain) for v in seq)
+    assert max(engine.batch_sizes) == 16 and sched.stats.llm_calls == sum(calls(v) for v in seq)
+    assert sched.stats.llm_calls == len(engine.requests)
     assert sched.stats.to_dict()["mean_batch"] > 8
     # lock-step batching: far fewer engine steps than calls
     assert len(engine.batch_sizes) < sched.stats.llm_calls / 8
@@ -69,7 +91,7 @@ def test_identical_claims_are_debated_once():
     assert sched.stats.debates == 3 and sorted(seen) == list(range(12))
     assert as_dicts(verdicts[:3]) == as_dicts(verdicts[3:6]) == as_dicts(verdicts[9:])
     assert verdicts[0] is not verdicts[3]
-    assert len(engine.requests) == sum(len(v.chain) for v in verdicts[:3])
+    assert len(engine.requests) == sum(calls(v) for v in verdicts[:3]) > 3 * 3  # Leader calls too
 
 
 class FakeServer(FakeEngine):
@@ -103,39 +125,48 @@ def test_streaming_engine_same_verdicts_and_bounded_concurrency():
 
 
 def varied(n):
-    """Claims whose debates run 7, 10 or 13 calls (the Skeptic dissents for 1, 2 or 4 states)."""
-    return [DebateJob(Claim(f"Varied claim {i}."), (Evidence(f"Evidence {i}."),)) for i in range(n)]
+    """Claims whose debates run 7, 10 or 13 calls (the Skeptic wins 0 or 1, 2 or 4 rounds)."""
+    return [DebateJob(Claim(f"Varied claim {i}."), (Evidence(f"Evidence for claim {i}."),)) for i in range(n)]
 
 
-def dissenting(request):
-    """The turn number travels in the opinions; the Skeptic dissents until its claim's agreeing state."""
-    user = request.messages[1]["content"]
-    i = int(read_field(user, "text").split("Varied claim ")[1].split(".")[0])
-    until = (2, 2, 3, 5)[i % 4]  # 7, 7, 10 and 13 calls with min_rounds=2, max_rounds=4
-    turn = max(map(int, re.findall(r"turn (\d+)", user)), default=-1) + 1
-    state = (turn + 2) // 3  # S0 is turn 0; the k-th state holds turns 3k-2 .. 3k
-    fact = not (request.tag == "debate:skeptic" and state < until)
-    return {**{k: f"turn {turn}" for k in ("opinion", "why", "support", "reason")},
-            "factuality": fact, "error_severity": 0 if fact else 2}
+def dissenting():
+    """A responder for varied(): both sides quote their passage (so every round asks the Leader), and the
+    Leader sides with the Skeptic in a claim's first k rounds, k = 0, 1, 2 or 4 by claim: 7, 7, 10 and 13
+    calls with min_rounds=2, max_rounds=4. A debate's calls come one after another, so counting its
+    Leader calls gives the round, however the debates are batched."""
+    rounds = Counter()
+
+    def responder(request):
+        user = request.messages[-1]["content"]
+        i = int(read_statement(user).split("Varied claim ")[1].split(".")[0])
+        role = request.tag.split(":")[1]
+        if role == "initial":
+            return {"reasoning": "r", "factuality": True}
+        if role == "leader":
+            rounds[i] += 1
+            return {"reason": f"round {rounds[i]}", "winner": "skeptic" if rounds[i] <= (0, 1, 2, 4)[i % 4] else "trust"}
+        return {"finding": "contradicted", "quotes": [read_field(user, "1")], "argument": role, "error_severity": 2}
+
+    return responder
 
 
 def test_several_batches_in_flight_keep_batches_full():
     cfg = DebateConfig(min_rounds=2, max_rounds=4)
-    seq = run_sequential(varied(96), Agents(engine=FakeEngine(responder=dissenting)), cfg)
-    assert {len(v.chain) for v in seq} == {7, 10, 13}
+    seq = run_sequential(varied(96), Agents(engine=FakeEngine(responder=dissenting())), cfg)
+    assert {len(v.chain) for v in seq} == {7, 10, 13} and all(calls(v) == len(v.chain) for v in seq)  # no walkover
 
-    one = FakeEngine(responder=dissenting, max_batch=16)  # one batch's worth of debates in flight
+    one = FakeEngine(responder=dissenting(), max_batch=16)  # one batch's worth of debates in flight
     Scheduler(Agents(engine=one), cfg, max_in_flight=16).run(varied(96))
-    engine = FakeEngine(responder=dissenting, max_batch=16)
+    engine = FakeEngine(responder=dissenting(), max_batch=16)
     sched = Scheduler(Agents(engine=engine), cfg)  # default: several batches' worth
     assert as_dicts(sched.run(varied(96))) == as_dicts(seq)
 
-    calls = sum(len(v.chain) for v in seq)
-    assert max(engine.batch_sizes) == 16 and sum(engine.batch_sizes) == calls
+    made = sum(calls(v) for v in seq)
+    assert max(engine.batch_sizes) == 16 and sum(engine.batch_sizes) == made
     assert len(engine.batch_sizes) < len(one.batch_sizes)
     # only the tail (after the last debate started) may see partial batches
     assert sum(b < 16 for b in engine.batch_sizes) < sum(b < 16 for b in one.batch_sizes)
-    assert len(engine.batch_sizes) <= -(-calls // 16) + 2
+    assert len(engine.batch_sizes) <= -(-made // 16) + 2
 
 
 def test_longest_waiting_calls_go_first():
@@ -165,6 +196,7 @@ def test_roles_on_different_engines_get_their_own_batches():
     a = FakeEngine(responder=deterministic, max_batch=8)
     b = FakeEngine(responder=deterministic, max_batch=5)
     got = Scheduler(TwoEngines(a, b), cfg).run(jobs(30))
+    varied_enough(seq)
     assert as_dicts(got) == as_dicts(seq)
     assert max(a.batch_sizes) == 8 and max(b.batch_sizes) == 5
     assert {r.tag for r in a.requests} == {"debate:initial", "debate:leader"}
@@ -200,9 +232,13 @@ def test_a_debates_calls_share_a_prefix_group_released_when_it_ends(batched):
     agents, cfg = Agents(engine=engine), DebateConfig(min_rounds=1, max_rounds=2)
     verdicts = Scheduler(agents, cfg).run(js) if batched else run_sequential(js, agents, cfg)
     keys = [j.key() for j in js]
-    assert set(engine.groups) == set(keys) and set(engine.released) == set(keys)
+    # the first agent's call is selfcheck's request (its own prompt, shared with -v selfcheck): no group;
+    # every stance and Leader call of a debate shares the claim's prompt start, and so its group
+    firsts = [g for r, g in zip(engine.requests, engine.groups) if r.tag == "debate:initial"]
+    assert firsts == [None] * len(js)
+    assert set(engine.groups) - {None} == set(keys) and set(engine.released) == set(keys)
     for key, v in zip(keys, verdicts):
-        assert engine.groups.count(key) == len(v.chain)
+        assert engine.groups.count(key) == calls(v) - 1 >= 2
         last_call = max(i for i, g in enumerate(engine.groups) if g == key)
         assert engine.released[key] > last_call  # released after its last call
         assert key not in engine.groups[engine.released[key]:]  # ... and never used again

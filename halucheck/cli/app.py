@@ -98,9 +98,14 @@ Prompts = Annotated[str, typer.Option("--prompts", help="Debate prompts: " + " o
                                       + " (the paper's own texts).")]
 
 
-def debate_config(policy: str, min_rounds: int, max_rounds: int, prompts: str) -> DebateConfig:
+BothOrders = Annotated[bool, typer.Option("--leader-both-orders", metavar="", help="Debate: ask the Leader with "
+                                          "the two stances in both orders and average (one more call a round).")]
+
+
+def debate_config(policy: str, min_rounds: int, max_rounds: int, prompts: str, both_orders: bool = False) -> DebateConfig:
     """The debate's flags as its configuration (checked there: a bad value is one line saying which)."""
-    return DebateConfig(policy=policy, min_rounds=min_rounds, max_rounds=max_rounds, prompts=prompts)
+    return DebateConfig(policy=policy, min_rounds=min_rounds, max_rounds=max_rounds, prompts=prompts,
+                        leader_both_orders=both_orders)
 
 
 def band_of(band: Optional[str]) -> tuple[float, float]:

@@ -9,7 +9,7 @@ from typing import Optional
 
 import typer
 
-from halucheck.cli.app import (DEBATE, EVIDENCE_K, EXIT_INTERRUPTED, EXIT_UNDECIDED, Band, Calibration, Config,
+from halucheck.cli.app import (BothOrders, DEBATE, EVIDENCE_K, EXIT_INTERRUPTED, EXIT_UNDECIDED, Band, Calibration, Config,
                                MaxRounds, MinRounds, NliModel, Policy, Profile, Prompts, Role, TopK, Verifier, _Command,
                                app, band_of, debate_config, fail, Flag, interrupted, models_app, settings_of)
 from halucheck.cli.output import print_summary, print_verdict, verdict_json
@@ -56,6 +56,7 @@ def check(
     min_rounds: MinRounds = DEBATE.min_rounds,
     max_rounds: MaxRounds = DEBATE.max_rounds,
     prompts: Prompts = DEBATE.prompts,
+    leader_both_orders: BothOrders = DEBATE.leader_both_orders,
     calibration_choice: Calibration = None,
     config: Config = None,
 ) -> None:
@@ -69,7 +70,7 @@ def check(
         from halucheck.records import Check, Claim
         from halucheck.verifiers import calibration, get_verifier
 
-        options = VerifierOptions(debate=debate_config(policy, min_rounds, max_rounds, prompts), band=band_of(band),
+        options = VerifierOptions(debate=debate_config(policy, min_rounds, max_rounds, prompts, leader_both_orders), band=band_of(band),
                                   nli_model=nli_model_path(nli_model, config) if "nli" in verifier.split(",") else None)
         v = get_verifier(verifier, options)
         v.check()
@@ -114,6 +115,7 @@ def run(
     min_rounds: MinRounds = DEBATE.min_rounds,
     max_rounds: MaxRounds = DEBATE.max_rounds,
     prompts: Prompts = DEBATE.prompts,
+    leader_both_orders: BothOrders = DEBATE.leader_both_orders,
     verifier: Verifier = DEFAULT_VERIFIER,
     band: Band = None,
     nli_model: NliModel = None,
@@ -146,7 +148,7 @@ def run(
         opts = RunOptions(
             input=input, out=out_dir, corpus=corpus, index=index, use_context=not no_context,
             subjective_filter=subjective_filter, top_k=top_k, max_claims=max_claims,
-            debate=debate_config(policy, min_rounds, max_rounds, prompts),
+            debate=debate_config(policy, min_rounds, max_rounds, prompts, leader_both_orders),
             verifier=verifier, band=band_of(band),
             nli_model=nli_model_path(nli_model, config) if "nli" in verifier.split(",") else None,
             bibliography=bibliography, calibration=calibration_choice,

@@ -7,7 +7,7 @@ from typing import Optional
 
 import typer
 
-from halucheck.cli.app import (DEBATE, EVIDENCE_K, Band, Calibration, Config, MaxRounds, MinRounds, NliModel, Policy,
+from halucheck.cli.app import (BothOrders, DEBATE, EVIDENCE_K, Band, Calibration, Config, MaxRounds, MinRounds, NliModel, Policy,
                                Profile, Prompts, Role, TopK, Verifier, _Command, app, band_of, debate_config, fail,
                                Flag, settings_of)
 from halucheck.config import DEFAULT_VERIFIER
@@ -64,6 +64,7 @@ def eval_cmd(
     min_rounds: MinRounds = DEBATE.min_rounds,
     max_rounds: MaxRounds = DEBATE.max_rounds,
     prompts: Prompts = DEBATE.prompts,
+    leader_both_orders: BothOrders = DEBATE.leader_both_orders,
     samples: int = typer.Option(3, help="consistency: sampled verdicts per item."),
     top_k: TopK = EVIDENCE_K,
     nli_model: NliModel = None,
@@ -111,7 +112,7 @@ def eval_cmd(
         from halucheck.evaluation.verifiers import VerifierOptions, get_verifier
 
         options = VerifierOptions(
-            debate=debate_config(policy, min_rounds, max_rounds, prompts),
+            debate=debate_config(policy, min_rounds, max_rounds, prompts, leader_both_orders),
             samples=samples, nli_model=nli_model_path(nli_model, config) if "nli" in verifier.split(",") else None,
             band=band_of(band),
             bibliography=str(bibliography) if bibliography is not None else None,

@@ -12,7 +12,8 @@ def verdict_json(verdict, cal) -> dict:
     calibrator is stored for the debate on this profile, and a line saying which, or that there is none."""
     from halucheck.verifiers import calibration
 
-    out = {**verdict.to_dict(), **calibration.calibrated_fields(cal, verdict.p_hallucinated)}
+    plain = verdict.to_dict()  # P(hallucinated) to 4 decimals: the raw score calibrated and shown, as in `run`
+    out = {**plain, **calibration.calibrated_fields(cal, plain["p_hallucinated"])}
     out["calibration"] = calibration.describe(cal)
     return out
 
@@ -44,10 +45,17 @@ def print_verdict(verdict, cal=None) -> None:
         mark = {True: "true ", False: "false", None: "error"}[t.factuality]
         sev = "-" if t.error_severity is None else t.error_severity
         p = "" if t.p_factual is None else f"  P(factual) {t.p_factual:.2f}"
-        typer.echo(f"\n  {t.state} {t.role:<8} {mark} severity {sev}{p}  ({t.completion_tokens} tokens)")
+        extra = (f"  winner {t.winner}" if t.winner else "") + ("  VOID: no verified quote" if t.void else "")
+        typer.echo(f"\n  {t.state} {t.role:<8} {mark} severity {sev}{p}{extra}  ({t.completion_tokens} tokens)")
         text = t.error if t.error else t.opinion
         for line in wrap(text):
             typer.echo(f"      {line}")
+        for q in t.quotes:
+            where = (f"passage [{q.passage}]" if q.passage else "no passage states it") if q.verified else \
+                f"NOT VERIFIED: {q.why or 'not in the passages'}"
+            mark = "\u2714" if q.verified else "\u2718"
+            for i, line in enumerate(wrap(f"\u201c{q.text}\u201d ({where})", 90)):
+                typer.echo(f"      {mark} {line}" if i == 0 else f"        {line}")
 
 
 def wrap(text: str, width: int = 96) -> list[str]:

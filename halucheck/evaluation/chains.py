@@ -13,6 +13,13 @@ Definitions (per dataset, over the items the debate decided):
 - ``cap_rate``: turns whose reply stopped at max_tokens (on any attempt);
 - ``flips_right`` / ``flips_wrong``: debates whose final verdict differs from the initial agent's (S0),
   and whether the final one then matches the label or not;
+- ``flips``: the same split by direction, ``to_hallucinated`` (the first agent said factual) and
+  ``to_factual``, each ``{"right": n, "wrong": n}``;
+- ``quotes`` / ``verified_quote_share``: quotes the Trust and Skeptic stances gave, and the share of them
+  that passed their check; ``stances`` / ``void_share``: stances, and the share with no verified quote;
+- ``leader_calls`` / ``walkovers``: Leader calls made, and rounds decided without one (a void side);
+  ``leader_order_agreement``: with the Leader asked in both orders, the share of rounds whose two calls
+  named the same winner (its position bias: 1.0 = none);
 - ``completion_tokens_per_turn``: mean reply length in tokens; ``repaired``: turns whose severity was
   mended to agree with their verdict.
 
@@ -27,7 +34,6 @@ import re
 from typing import Mapping, Sequence
 
 from halucheck.text import sentences
-from halucheck.verifiers.debate.agents import agent_words
 
 COPY_NGRAM = 4
 COPY_SHARE = 0.6
@@ -74,6 +80,9 @@ def chain_stats(rows: Sequence[Mapping]) -> dict | None:
     turns = copies = after_first = loops = capped = repaired = tokens = 0
     own_copies = own_after = 0
     decided = flips_right = flips_wrong = 0
+    flips = {"to_hallucinated": {"right": 0, "wrong": 0}, "to_factual": {"right": 0, "wrong": 0}}
+    quotes = verified = stances = void = leader_calls = walkovers = 0
+    paired = agreed = 0
     for r in rows:
         # the debate's own turns (a single-agent verifier's turn, or a cascade's earlier stages, name theirs)
         chain = [t for t in (r.get("detail") or {}).get("chain") or [] if t.get("verifier", "debate") == "debate"]
@@ -86,9 +95,23 @@ def chain_stats(rows: Sequence[Mapping]) -> dict | None:
             capped += bool(t.get("capped"))
             repaired += bool(t.get("repaired"))
             tokens += int(t.get("completion_tokens") or 0)
+            if t.get("role") in ("trust", "skeptic") and "quotes" in t:
+                stances += 1
+                void += bool(t.get("void"))
+                quotes += len(t["quotes"])
+                verified += sum(bool(q.get("verified")) for q in t["quotes"])
+            if t.get("role") == "leader" and t.get("winner"):
+                if t.get("p_factual") is None:
+                    walkovers += 1
+                else:
+                    leader_calls += 1
+                    before = chain[i - 1] if i else {}
+                    if before.get("role") == "leader" and before.get("p_factual") is not None and before.get("winner"):
+                        paired += 1  # the same round's Leader in the other order
+                        agreed += before["winner"] == t["winner"]
             if t.get("factuality") is None:  # an error turn has no opinion of its own
                 continue
-            text = agent_words(t.get("role", ""), t.get("opinion") or "")
+            text = t.get("opinion") or ""
             if i > 0:
                 after_first += 1
                 copies += is_copy(text, texts)
@@ -102,10 +125,10 @@ def chain_stats(rows: Sequence[Mapping]) -> dict | None:
             continue
         decided += 1
         if (not first["factuality"]) != bool(r["prediction"]):
-            if bool(r["prediction"]) == bool(r["label"]):
-                flips_right += 1
-            else:
-                flips_wrong += 1
+            right = bool(r["prediction"]) == bool(r["label"])
+            flips_right += right
+            flips_wrong += not right
+            flips["to_hallucinated" if r["prediction"] else "to_factual"]["right" if right else "wrong"] += 1
     if not turns:
         return None
     return {
@@ -117,6 +140,11 @@ def chain_stats(rows: Sequence[Mapping]) -> dict | None:
         "cap_rate": round(capped / turns, 4),
         "flips_right": flips_right,
         "flips_wrong": flips_wrong,
+        "flips": flips,
+        **({"quotes": quotes, "verified_quote_share": round(verified / quotes, 4) if quotes else 0.0,
+            "stances": stances, "void_share": round(void / stances, 4),
+            "leader_calls": leader_calls, "walkovers": walkovers} if stances else {}),
+        **({"leader_order_agreement": round(agreed / paired, 4), "leader_order_pairs": paired} if paired else {}),
         "completion_tokens_per_turn": round(tokens / turns, 1),
         "repaired": repaired,
     }

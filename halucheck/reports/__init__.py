@@ -164,14 +164,11 @@ def build_results(store: "RunStore") -> list[ResultJSON]:
 
 
 def cited(evidence: list, chain: list) -> list[EvidenceJSON]:
-    """The claim's passages, each with the number of debate turns that cited it (a grounded turn's
-    opinion closes with "(passages [1], [3])", debate/agents.py): what the agents found decisive."""
-    from halucheck.verifiers.debate.agents import cited_passages
-
+    """The claim's passages, each with the number of debate turns that quoted it with a verified quote:
+    what the agents found decisive."""
     counts: Counter = Counter()
     for t in chain:
-        if t.factuality is not None:
-            counts.update(cited_passages(t.opinion or ""))
+        counts.update({q.passage for q in t.quotes if q.verified and q.passage})
     out = []
     for n, e in enumerate(evidence, 1):
         d: EvidenceJSON = e.to_dict()  # type: ignore[assignment]

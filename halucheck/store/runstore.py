@@ -381,7 +381,7 @@ class RunStore:
             (Rows("turns", TURN_COLUMNS,
                   [(cid, i, t.state, t.role, t.opinion, t.factuality, t.error_severity, t.error,
                     t.prompt_tokens, t.completion_tokens, t.cached_tokens, t.latency_s, t.p_factual, t.capped,
-                    t.repaired, t.verifier)
+                    t.repaired, t.verifier, dumps(t.detail()) if t.detail() else None)
                    for cid, v in verdicts for i, t in enumerate(v.chain)]),),
             (Rows("verdicts", VERDICT_COLUMNS,
                   [(cid, v.factuality, v.error_severity, v.confidence, v.rounds, v.consensus, v.error,
@@ -546,8 +546,9 @@ class RunStore:
         for cid, *turn in self.query(
                 "SELECT claim_id, state, role, opinion, factuality, error_severity, error, prompt_tokens, "
                 "completion_tokens, cached_tokens, latency_s, p_factual, coalesce(capped, FALSE), repaired, "
-                "coalesce(verifier, 'debate') FROM turns ORDER BY claim_id, ordinal"):
-            chains.setdefault(cid, []).append(Turn(*turn))
+                "coalesce(verifier, 'debate'), detail FROM turns ORDER BY claim_id, ordinal"):
+            *fields, detail = turn
+            chains.setdefault(cid, []).append(Turn(*fields, **Turn.detail_fields(json.loads(detail) if detail else None)))
         return {cid: Verdict(f, sev, conf, chains.get(cid, []), rounds, consensus, err, p_h, who)
                 for cid, f, sev, conf, rounds, consensus, err, p_h, who in self.query(
                     "SELECT claim_id, factuality, error_severity, confidence, rounds, consensus, error, "

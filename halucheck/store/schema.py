@@ -87,6 +87,14 @@ MIGRATIONS: list[tuple[str, str]] = [
         ALTER TABLE stage_stats ADD COLUMN pass VARCHAR;
         """,
     ),
+    (
+        # a debate turn's own fields as JSON: a stance's finding, quotes and their checks, void; a Leader's
+        # winner (NULL: none, or a turn written before this column)
+        "008_turn_detail",
+        """
+        ALTER TABLE turns ADD COLUMN detail VARCHAR;
+        """,
+    ),
 ]
 
 MIGRATIONS_TABLE = "migrations"  # where applied migrations are recorded
@@ -96,7 +104,7 @@ CACHE_COLUMNS = ("key", "tag", "text", "parsed", "prompt_tokens", "completion_to
                  "latency_s", "logprobs")
 TURN_COLUMNS = ("claim_id", "ordinal", "state", "role", "opinion", "factuality", "error_severity", "error",
                 "prompt_tokens", "completion_tokens", "cached_tokens", "latency_s", "p_factual", "capped", "repaired",
-                "verifier")
+                "verifier", "detail")
 VERDICT_COLUMNS = ("claim_id", "factuality", "error_severity", "confidence", "rounds", "consensus", "error",
                    "p_hallucinated", "verifier")
 

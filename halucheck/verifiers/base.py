@@ -10,17 +10,30 @@ always sees a full batch, and the run's reply cache and the eval's meter see eve
 
 from __future__ import annotations
 
+import re
 import uuid
 from typing import TYPE_CHECKING, Callable, Sequence
 
 from halucheck.config import VerifierOptions
-from halucheck.records import Check, Cost, Verdict
+from halucheck.records import Check, Claim, Cost, Evidence, Verdict
 
 if TYPE_CHECKING:
     from halucheck.engines.pool import EnginePool
 
 OnVerdict = Callable[[int, Verdict], None]  # (index of the check, its final verdict), as each one is decided
 OnCall = Callable[[int], None]  # after every LLM call: how many calls that claim has had so far
+
+_NAME_OR_NUMBER = re.compile(r"\b(?:[A-Z][\w'\u2019-]*|\d[\d.,]*\d|\d)")
+QUOTABLE_WORDS = 300
+
+
+def quotable(claim: Claim, evidence: Sequence[Evidence]) -> str:
+    """What a reply may repeat whatever a request's repetition controls say (``Request.quote``): the claim,
+    and the names and numbers of the passages. Not the passages' other words: with ten passages nearly
+    every common word is in them, and an agent could then copy another's sentence whole."""
+    names = dict.fromkeys(m.group(0) for e in evidence for m in _NAME_OR_NUMBER.finditer(e.text))
+    return claim.statement + "\n" + " ".join(list(names)[:QUOTABLE_WORDS])
+
 
 class Verifier:
     """Base class. ``verify(checks, engines)`` returns one Verdict per check, in order; ``costs`` then

@@ -95,13 +95,12 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Literal, Sequence
 
 
-from halucheck.verifiers.debate.agents import quotable
 from halucheck.engines.base import Request, Result, SamplingParams
 from halucheck.verifiers.judges import Reason, StrictReply, read_reply
 from halucheck.prompts import load as load_prompts
 from halucheck.records import Check, Turn, Verdict
 from halucheck.verifiers.scoring import clamp01, value_token_prob
-from halucheck.verifiers.base import Cost, Verifier
+from halucheck.verifiers.base import Cost, Verifier, quotable
 
 if TYPE_CHECKING:
     from halucheck.engines.pool import EnginePool

@@ -33,8 +33,7 @@ from halucheck.engines.base import Request, Result, SamplingParams
 from halucheck.prompts import load as load_prompts
 from halucheck.records import Check, Turn, Verdict
 from halucheck.verifiers.scoring import clamp01, decision_score, value_token_prob
-from halucheck.verifiers.base import Cost, Verifier, failed_verdict, verdict_from_score
-from halucheck.verifiers.debate.agents import quotable
+from halucheck.verifiers.base import Cost, Verifier, failed_verdict, quotable, verdict_from_score
 
 if TYPE_CHECKING:
     from halucheck.engines.pool import EnginePool
@@ -160,9 +159,9 @@ class PromptJudge(Verifier):
     logprobs: bool = False
     shots: bool = False
 
-    def sampling(self, engines: "EnginePool") -> SamplingParams:
+    def sampling(self, engines: "EnginePool | None") -> SamplingParams:
         base = SamplingParams(temperature=0.0, max_tokens=self.options.max_tokens)
-        overrides = engines.settings.sampling_for(ROLE)
+        overrides = engines.settings.sampling_for(ROLE) if engines is not None else {}
         return SamplingParams(**{**base.__dict__, **overrides}) if overrides else base
 
     def messages(self, check: Check, extra: dict | None = None) -> tuple[dict, ...]:
@@ -185,7 +184,7 @@ class PromptJudge(Verifier):
         ctx = {"evidence": list(evidence), "question": question, "text": text, "noun": noun, **(extra or {})}
         return p["shared"].render(**ctx) + "\n\n" + section["task"].render(**ctx)
 
-    def request(self, check: Check, engines: "EnginePool") -> Request:
+    def request(self, check: Check, engines: "EnginePool | None") -> Request:
         return Request(
             messages=self.messages(check),
             schema=self.reply.model_json_schema(),

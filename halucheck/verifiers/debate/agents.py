@@ -1,31 +1,43 @@
 """The debate's agents: their reply schemas, their prompts, and the role -> engine mapping.
 
-The debate logic (rounds.py) only says *which* role speaks with *which* previous turns; this module turns
-that into an engine request and the engine's reply back into a Turn.
+The debate logic (rounds.py) only says *which* role speaks, *which* verdict it argues and *whom* it
+answers; this module turns that into an engine request and the engine's reply back into a Turn, with
+every quote checked (quotes.py).
+
+Default ("grounded") set:
+
+* ``initial`` (S0) is selfcheck's own request (``verifiers/judges.py``): the question and the answer as
+  their own fields, reasoning before the verdict. Its replies are shared with ``-v selfcheck``.
+* ``trust`` defends the standing verdict, ``skeptic`` attacks it; a stance arguing "factual" gives
+  ``quotes`` and an ``argument``, one arguing "not factual" a ``finding`` ("contradicted" / "not
+  stated"), ``quotes``, an ``argument`` and an ``error_severity``. The verdict of a stance is the one it
+  was asked to argue; the quotes decide whether it counts. No repetition control touches a stance or a
+  Leader (their quotes must be verbatim).
+* ``leader`` reads both stances whole, with their quote checks, and names a ``winner``.
+
+``--prompts paper`` keeps the paper's texts and reply (opinion, factuality, severity) for every role.
 """
 
 from __future__ import annotations
 
 import json
-import re
-from dataclasses import dataclass
-from functools import lru_cache
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Sequence, get_args
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from halucheck.config import EVIDENCE_K
+from halucheck.config import VerifierOptions
 from halucheck.engines.base import Request, Result, SamplingParams
 from halucheck.prompts import load as load_prompts
-from halucheck.records import Claim, Evidence, Role, State, Turn
-from halucheck.text import sentences
+from halucheck.records import Check, Claim, Evidence, Role, State, Turn
+from halucheck.verifiers.base import quotable
+from halucheck.verifiers.debate.quotes import QUOTE_CHARS, check_quotes, is_void
+from halucheck.verifiers.judges import SelfCheck
 from halucheck.verifiers.scoring import decision_score, value_token_prob
 
 if TYPE_CHECKING:
     from halucheck.engines.base import Engine
     from halucheck.engines.pool import EnginePool
-
-
 
 
 class AgentReply(BaseModel):
@@ -40,76 +52,79 @@ class AgentReply(BaseModel):
 
 AGENT_SCHEMA: dict = AgentReply.model_json_schema()
 
-# The default ("grounded") replies: each role's own fields, then a verdict whose two fields agree. The
-# schema is a choice of two objects, factual with severity 0 or not factual with severity 1-5, so a
-# reply can never be "factual, severity 3" (constrained decoding follows the schema exactly).
-_TEXT = {"type": "string"}
+ARGUMENT_CHARS = 300
+_QUOTES = {"type": "array", "items": {"type": "string", "minLength": 1, "maxLength": QUOTE_CHARS},
+           "minItems": 1, "maxItems": 2}
+_ARGUMENT = {"type": "string", "maxLength": ARGUMENT_CHARS}
 
 
-def role_fields(role: str, n_passages: int = EVIDENCE_K) -> dict[str, dict]:
-    """A grounded role's own reply fields; ``passages`` may name any of the ``n_passages`` shown (1 when none
-    is: a number that names no passage is dropped from the opinion)."""
-    cited = {"type": "array", "items": {"type": "integer", "enum": list(range(1, max(1, n_passages) + 1))},
-             "maxItems": 3}
-    return {
-        "initial": {"passages": cited, "opinion": _TEXT},
-        "skeptic": {"doubt": _TEXT, "passages": cited,
-                    "finding": {"type": "string", "enum": ["supported", "contradicted", "not stated"]}, "why": _TEXT},
-        "trust": {"passages": cited, "support": _TEXT},
-        "leader": {"side": {"type": "string", "enum": ["trust", "skeptic", "both"]}, "reason": _TEXT},
-    }[role]
+def _object(props: dict) -> dict:
+    return {"type": "object", "properties": props, "required": list(props), "additionalProperties": False}
 
 
-def consistent_schema(fields: dict[str, dict], title: str = "reply") -> dict:
-    """A JSON schema: ``fields`` in order, then factuality and error_severity that agree."""
-
-    def branch(factual: bool) -> dict:
-        props = dict(fields)
-        props["factuality"] = {"type": "boolean", "const": factual}
-        props["error_severity"] = {"type": "integer", "const": 0} if factual else \
-            {"type": "integer", "enum": [1, 2, 3, 4, 5]}
-        return {"type": "object", "properties": props, "required": list(props), "additionalProperties": False}
-
-    return {"title": title, "anyOf": [branch(True), branch(False)]}
-
-
-@lru_cache(maxsize=None)
-def role_schema(role: str, n_passages: int = EVIDENCE_K) -> dict:
-    """The grounded reply schema of ``role`` for a claim shown ``n_passages`` passages."""
-    return consistent_schema(role_fields(role, n_passages), f"{role}_reply")
-
+# a stance's schema by the verdict it argues; the Leader's
+STANCE_SCHEMAS: dict[bool, dict] = {
+    True: {"title": "stance_factual", **_object({"quotes": _QUOTES, "argument": _ARGUMENT})},
+    False: {"title": "stance_not_factual", **_object({
+        "finding": {"type": "string", "enum": ["contradicted", "not stated"]}, "quotes": _QUOTES,
+        "argument": _ARGUMENT, "error_severity": {"type": "integer", "enum": [1, 2, 3, 4, 5]}})},
+}
+LEADER_SCHEMA: dict = {"title": "leader", **_object({"reason": _ARGUMENT,
+                                                     "winner": {"type": "string", "enum": ["trust", "skeptic"]}})}
 
 DEBATE_ROLES: tuple[Role, ...] = get_args(Role)
-ROLE_SCHEMAS: dict[str, dict] = {role: role_schema(role) for role in DEBATE_ROLES}  # with the default evidence count
-
 LABELS = {"initial": "first agent", "trust": "Trust agent", "skeptic": "Skeptic agent", "leader": "Leader agent"}
-
-
-def schema_for(role: Role, prompts: str = "grounded", n_passages: int = EVIDENCE_K) -> dict:
-    return AGENT_SCHEMA if prompts == "paper" else role_schema(role, n_passages)
+NAMES = {"trust": "Trust", "skeptic": "Skeptic"}
 
 
 @dataclass(frozen=True)
 class AgentCall:
-    """A request from the debate for one agent's turn: who speaks, in which state, after whom, with
-    which prompt set."""
+    """A request from the debate for one agent's turn: who speaks, in which state, which verdict it
+    argues (a stance: True = factual; the Leader: the standing verdict), whom it reads (the Leader: both
+    stances, in the order they spoke; the paper's agents: the turns before them), with which prompt set. ``swapped``: the
+    Leader reads the Skeptic's stance first."""
 
     role: Role
     state: State
     previous: tuple[Turn, ...] = ()
     prompts: str = "grounded"
-    earlier: tuple[str, ...] = ()  # every earlier opinion of the chain, which this turn must not repeat
+    argues: bool | None = None
+    swapped: bool = False
+    # the paper's agents: every earlier opinion of the chain, what this turn's repetition controls guard
+    # (``Request.avoid``; never the evidence, which the agent may quote)
+    earlier: tuple[str, ...] = ()
 
 
-def _verdict_words(t: Turn) -> str:
-    return "factual" if t.factuality else f"not factual (severity {t.error_severity})"
+def schema_for(call: AgentCall) -> dict | None:
+    if call.prompts == "paper":
+        return AGENT_SCHEMA
+    if call.role == "leader":
+        return LEADER_SCHEMA
+    return STANCE_SCHEMAS[bool(call.argues)]
+
+
+def _noun(claim: Claim) -> str:
+    return "answer" if claim.question else "text"
+
+
+def stance_view(t: Turn) -> dict:
+    """A stance as the Leader reads it: verdict, finding, quotes with their checks."""
+    checks = []
+    for q in t.quotes:
+        if q.verified:
+            checks.append(f"found in passage [{q.passage}]" if q.passage else "checked: no passage states it")
+        else:
+            checks.append(f"NOT FOUND ({q.why})" if q.why else "NOT FOUND")
+    return {"name": NAMES[t.role], "position": "factual" if t.factuality else "not factual",
+            "finding": t.finding if t.finding != "supported" else None,
+            "quotes": [{"text": q.text, "check": c} for q, c in zip(t.quotes, checks)], "argument": t.opinion}
 
 
 def build_messages(claim: Claim, evidence: Sequence[Evidence], call: AgentCall) -> tuple[dict, ...]:
-    """Chat messages for one agent turn.
+    """Chat messages for one stance or Leader turn (S0 is selfcheck's request: :meth:`Agents.request`).
 
-    Grounded set: the system message and the start of the user message (evidence, claim) are identical
-    for every turn about the same claim; the role's task and the previous opinions come last.
+    Grounded set: the system message and the start of the user message (evidence, question, text) are
+    identical for every call about the same claim; the role's task and the stances come last.
     Paper set (Table 12): the role's prompt, the claim and evidence, then the previous agents' JSON.
     """
     if call.prompts == "paper":
@@ -125,75 +140,19 @@ def build_messages(claim: Claim, evidence: Sequence[Evidence], call: AgentCall) 
             user = user.rstrip() + "\n" + p["previous"].render(previous=previous).rstrip()
         return ({"role": "user", "content": user},)
     p = load_prompts("debate")
-    shared = p["shared"].render(claim=claim.statement, evidence=list(evidence))
-    user = shared + "\n\n" + p["roles"][call.role].render()
-    if call.previous:
-        previous = [{"label": LABELS[t.role], "verdict": _verdict_words(t), "opinion": brief(t.opinion)}
-                    for t in call.previous]
-        user += "\n" + p["previous"].render(previous=previous).rstrip()
-    user += "\n\n" + p["answer"].render()
-    return ({"role": "system", "content": p["system"].render()}, {"role": "user", "content": user})
-
-
-def opinion_of(role: Role, reply: dict, n_evidence: int) -> str:
-    """One line of prose for a grounded reply: what the report shows and the next agent reads."""
-    cited = [n for n in reply.get("passages", []) if 1 <= n <= n_evidence]
-    refs = ", ".join(f"[{n}]" for n in dict.fromkeys(cited))
-    if role == "skeptic":
-        text = f"Doubts \u201c{reply['doubt'].strip()}\u201d ({reply['finding']}): {reply['why'].strip()}"
-    elif role == "trust":
-        text = reply["support"].strip()
-    elif role == "leader":
-        side = {"both": "both agents", "trust": "the Trust agent", "skeptic": "the Skeptic agent"}[reply["side"]]
-        text = f"Sides with {side}: {reply['reason'].strip()}"
+    noun = _noun(claim)
+    user = p["shared"].render(evidence=[e.text for e in evidence], question=claim.question, text=claim.text) + "\n\n"
+    if call.role == "leader":
+        first, second = (call.previous[::-1] if call.swapped else call.previous)
+        user += p["leader"].render(noun=noun, standing="factual" if call.argues else "not factual",
+                                   first=p["stance"].render(s=stance_view(first), noun=noun),
+                                   second=p["stance"].render(s=stance_view(second), noun=noun))
     else:
-        text = reply["opinion"].strip()
-    return f"{text} (passages {refs})" if refs else text
-
-
-# " (passages [1], [3])": how opinion_of closes a grounded opinion that cited passages
-_PASSAGES = re.compile(r" \(passages (?:\[\d+\](?:, )?)+\)$")
-_FRAME = re.compile(r"^(Sides with (both agents|the Trust agent|the Skeptic agent): |Doubts )|"
-                    r" \((supported|contradicted|not stated)\):|" + _PASSAGES.pattern)
-BRIEF_WORDS = 30
-
-
-def brief(opinion: str, words: int = BRIEF_WORDS) -> str:
-    """An opinion as the next agent reads it: its first sentence, at most ``words`` words, and the
-    passages it cited. Small models continue whatever long text they are shown; a short line gives them
-    the point to answer, not a paragraph to copy."""
-    body, refs = opinion, ""
-    m = _PASSAGES.search(opinion)
-    if m:
-        body, refs = opinion[: m.start()], m.group(0)
-    first = next(iter(sentences(body)), "")
-    cut = first.split()
-    if len(cut) > words:
-        first = " ".join(cut[:words]) + " \u2026"
-    return first + refs
-
-
-_NAME_OR_NUMBER = re.compile(r"\b(?:[A-Z][\w'\u2019-]*|\d[\d.,]*\d|\d)")
-QUOTABLE_WORDS = 300
-
-
-def quotable(claim: Claim, evidence: Sequence[Evidence]) -> str:
-    """What an agent may repeat although another agent wrote it (``Request.quote``): the claim, and the
-    names and numbers of the passages. Not the passages' other words: with ten passages nearly every
-    common word is in them, and an agent could then copy another's sentence whole."""
-    names = dict.fromkeys(m.group(0) for e in evidence for m in _NAME_OR_NUMBER.finditer(e.text))
-    return claim.statement + "\n" + " ".join(list(names)[:QUOTABLE_WORDS])
-
-
-def cited_passages(opinion: str) -> set[int]:
-    """The passage numbers an opinion cited (what :func:`opinion_of` appended)."""
-    m = _PASSAGES.search(opinion)
-    return {int(n) for n in re.findall(r"\d+", m.group(0))} if m else set()
-
-
-def agent_words(role: str, opinion: str) -> str:
-    """An opinion without the fixed phrases :func:`opinion_of` puts around the agent's own words."""
-    return _FRAME.sub("", opinion)
+        task = p["argue_factual" if call.argues else "argue_not_factual"]
+        defends = (call.role == "trust")
+        user += task.render(name=NAMES[call.role], defends=defends, noun=noun)
+    user += "\n\n" + p["answer"].render()
+    return ({"role": "system", "content": p["system"].render(noun=noun)}, {"role": "user", "content": user})
 
 
 def repair(factuality: bool, severity: int) -> tuple[int, str | None]:
@@ -205,39 +164,63 @@ def repair(factuality: bool, severity: int) -> tuple[int, str | None]:
     return severity, None
 
 
-def turn_from_result(call: AgentCall, result: Result, n_evidence: int = EVIDENCE_K) -> Turn:
-    """Convert an engine result into a Turn; a failed or invalid reply becomes an error turn."""
-    common = dict(
-        state=call.state,
-        role=call.role,
-        prompt_tokens=result.prompt_tokens,
-        completion_tokens=result.completion_tokens,
-        cached_tokens=result.cached_tokens,
-        latency_s=result.latency_s,
-        capped=result.capped,
-    )
+def turn_from_result(call: AgentCall, result: Result, claim: Claim | None = None,
+                     evidence: Sequence[Evidence] = ()) -> Turn:
+    """Convert an engine result into a Turn; a failed or invalid reply becomes an error turn. A stance's
+    quotes are checked against ``evidence`` (and, for "not stated", against ``claim``)."""
+    common = dict(state=call.state, role=call.role, prompt_tokens=result.prompt_tokens,
+                  completion_tokens=result.completion_tokens, cached_tokens=result.cached_tokens,
+                  latency_s=result.latency_s, capped=result.capped)
     if result.error is None:
         try:
-            if call.prompts == "paper":
-                reply = AgentReply.model_validate(result.parsed)
-                opinion, factuality, severity = reply.opinion, reply.factuality, reply.error_severity
-            else:  # the engine validated it against the role's schema
-                data = result.parsed
-                opinion, factuality, severity = opinion_of(call.role, data, n_evidence), data["factuality"], \
-                    int(data["error_severity"])
+            return _turn(call, result, result.parsed, claim, evidence, common)
         except Exception as exc:  # schema and model disagree: still data, not a crash
             result.error = f"reply rejected: {exc}".splitlines()[0]
-        else:
-            severity, repaired = repair(factuality, severity)
-            p = value_token_prob(result, "factuality")
-            p_factual = None if p is None else 1.0 - decision_score(not factuality, p)
-            return Turn(opinion=opinion, factuality=factuality, error_severity=severity, p_factual=p_factual,
-                        repaired=repaired, **common)
     return Turn(opinion=result.text[:2000], factuality=None, error_severity=None, error=result.error, **common)
 
 
-# Each debate role's defaults; models.yaml's `sampling:` section (per role) goes on top.
+def _turn(call: AgentCall, result: Result, data: dict, claim: Claim | None, evidence: Sequence[Evidence],
+          common: dict) -> Turn:
+    if call.prompts == "paper":
+        reply = AgentReply.model_validate(data)
+        severity, repaired = repair(reply.factuality, reply.error_severity)
+        p = value_token_prob(result, "factuality")
+        p_factual = None if p is None else 1.0 - decision_score(not reply.factuality, p)
+        return Turn(opinion=reply.opinion, factuality=reply.factuality, error_severity=severity,
+                    p_factual=p_factual, repaired=repaired, **common)
+    if call.role == "initial":  # selfcheck's reply
+        factual = bool(data["factuality"])
+        p = value_token_prob(result, "factuality")
+        p_factual = None if p is None else 1.0 - decision_score(not factual, p)
+        return Turn(opinion=str(data["reasoning"]).strip(), factuality=factual, error_severity=0 if factual else None,
+                    p_factual=p_factual, **common)
+    if call.role == "leader":
+        winner = data["winner"]
+        if winner not in NAMES:
+            raise ValueError(f"winner {winner!r} is neither trust nor skeptic")
+        factual = call.argues if winner == "trust" else not call.argues
+        p = value_token_prob(result, "winner")
+        p_win = 1.0 if p is None else max(0.5, p)  # the probability of the side it chose (see decision_score)
+        p_factual = p_win if factual else 1.0 - p_win
+        return Turn(opinion=str(data["reason"]).strip(), factuality=factual, error_severity=None,
+                    p_factual=p_factual, winner=winner, **common)
+    quotes = [q for q in data["quotes"] if isinstance(q, str)][:2]
+    if not quotes:
+        raise ValueError("a stance needs one or two quotes")
+    finding = data.get("finding", "supported")
+    statement = claim.statement if claim is not None else ""
+    finding, checks = check_quotes(finding, quotes, statement, [e.text for e in evidence])
+    factual = bool(call.argues)
+    severity = 0 if factual else int(data["error_severity"])
+    return Turn(opinion=str(data["argument"]).strip(), factuality=factual, error_severity=severity,
+                finding=finding, quotes=checks, void=is_void(checks), **common)
+
+
+# Each stance's and Leader's defaults; models.yaml's `sampling:` section (per role) goes on top, except
+# the repetition controls: a stance quotes the passages word for word (see Agents.request).
 DEBATE_SAMPLING = SamplingParams(temperature=0.0, max_tokens=256)
+_NO_REPETITION_CONTROLS = dict(repetition_penalty=1.0, frequency_penalty=0.0, presence_penalty=0.0,
+                               no_repeat_ngram_size=0)
 
 
 class Agents:
@@ -245,12 +228,13 @@ class Agents:
     sampling settings (models.yaml's, through the pool's Settings)."""
 
     def __init__(self, engines: "EnginePool | None" = None, engine: "Engine | None" = None,
-                 sampling: SamplingParams | None = None) -> None:
+                 sampling: SamplingParams | None = None, options: VerifierOptions | None = None) -> None:
         if engines is None and engine is None:
             raise ValueError("Agents needs an engine pool or an engine")
         self.engines = engines
         self.engine = engine
         self.sampling = sampling or DEBATE_SAMPLING
+        self.first = SelfCheck(options or VerifierOptions())  # S0
 
     def engine_for(self, role: Role) -> "Engine":
         return self.engine if self.engine is not None else self.engines.engine_for(role)
@@ -267,17 +251,20 @@ class Agents:
                 group: str | None = None) -> Request:
         """``group``: the claim's key; every call of its debate shares a prompt start (see
         ``Request.prefix_group``)."""
+        if call.role == "initial" and call.prompts != "paper":
+            return replace(self.first.request(Check(claim, tuple(evidence)), self.engines), tag="debate:initial")
         sampling = (self.engines.settings.sampling(call.role, self.sampling) if self.engines is not None
                     else self.sampling)
+        if call.prompts != "paper":
+            sampling = replace(sampling, **_NO_REPETITION_CONTROLS)
         return Request(
             messages=build_messages(claim, evidence, call),
-            schema=schema_for(call.role, call.prompts, len(evidence)),
+            schema=schema_for(call),
             sampling=sampling,
-            logprobs=True,  # the factuality token's probability scores the turn
+            logprobs=True,  # the verdict or winner token's probability scores the turn
             tag=f"debate:{call.role}",
-            # the n-gram ban guards the other agents' words and the reply itself, not the evidence
-            avoid="\n".join(call.earlier),
-            # ... while the claim's words and the passages' names and numbers stay free to use
-            quote=quotable(claim, evidence),
+            avoid="\n".join(call.earlier) if call.prompts == "paper" else None,
+            quote=quotable(claim, evidence) if call.prompts == "paper" else None,
             prefix_group=group,
         )
+

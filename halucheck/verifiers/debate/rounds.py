@@ -1,13 +1,17 @@
-"""The Markov-chain multi-agent debate (MCMAD), exactly as the paper, readable on one screen.
+"""The debate as a Markov chain, readable on one screen.
 
-S0: the initial agent gives a first opinion. Then the chain moves between two states of three agents:
-S1 = Trust -> Skeptic -> Leader and S2 = Skeptic -> Trust -> Leader. The next state depends only on the
-previous state's result R (its last valid factuality) through the transition policy. The chain stops when
-the three agents of a state agree on factuality and at least ``min_rounds`` states have run, or after
-``max_rounds`` states. The final verdict is the last Leader's.
+S0: the first agent (selfcheck's request) gives the standing verdict. Each state after it is one round:
+Trust defends the standing verdict and Skeptic attacks it, each with checked quotes; S1 lets Trust speak
+first, S2 the Skeptic, chosen from the standing verdict by the transition policy (the seed's states,
+with Trust and Skeptic trusting and doubting the *verdict*, so the chain can move either way). Each side
+argues from the passages alone (shown the other's stance, a 1.5B model copies its quotes); the Leader
+reads both, in the order they spoke, and names a winner, whose verdict becomes the standing one; a side with no verified quote (void) or no valid reply loses without a Leader call.
+The chain stops once an attack has failed (consensus on the standing verdict) and ``min_rounds`` have
+run, or after ``max_rounds``. The verdict is the standing one; its score is ``score.py``'s.
 
 ``debate()`` is a generator: it yields an AgentCall for every turn and receives the Turn back. It never
 touches an engine, so the same logic runs one claim at a time or thousands at once (scheduler.py).
+``--prompts paper`` runs the paper's own chain (:func:`paper_debate`).
 """
 
 from __future__ import annotations
@@ -15,11 +19,12 @@ from __future__ import annotations
 from typing import Generator, Sequence
 
 from halucheck.config import DebateConfig
-from halucheck.verifiers.debate.agents import AgentCall
 from halucheck.records import Claim, Evidence, State, Turn, Verdict
+from halucheck.verifiers.debate.agents import AgentCall
+from halucheck.verifiers.debate.score import chain_score
 from halucheck.verifiers.scoring import pool
 
-# Policy -> (next state when R is True, next state when R is False). Paper Table 4; default True->Skeptic.
+# Policy -> (next state when the standing verdict is factual, when it is not). Paper Table 4.
 POLICIES: dict[str, tuple[State, State]] = {
     "true-skeptic": ("S2", "S1"),
     "true-trust": ("S1", "S2"),
@@ -30,10 +35,11 @@ ORDER: dict[State, tuple[str, str, str]] = {
     "S1": ("trust", "skeptic", "leader"),
     "S2": ("skeptic", "trust", "leader"),
 }
+DEFAULT_SEVERITY = 2  # "a noticeable part is wrong or unsupported", when no stance rated the error
 
 
 def next_state(policy: str, result: bool) -> State:
-    """The transition: the next state given the previous state's result R."""
+    """The transition: the next state given the standing verdict R."""
     on_true, on_false = POLICIES[policy]
     return on_true if result else on_false
 
@@ -41,48 +47,99 @@ def next_state(policy: str, result: bool) -> State:
 def debate(claim: Claim, evidence: Sequence[Evidence], cfg: DebateConfig = DebateConfig(),
            ) -> Generator[AgentCall, Turn, Verdict]:
     """Run one claim's debate; yields AgentCalls, receives Turns, returns the Verdict."""
-    chain: list[Turn] = [(yield AgentCall("initial", "S0", prompts=cfg.prompts))]
+    if cfg.prompts == "paper":
+        return (yield from paper_debate(claim, evidence, cfg))
+    first = yield AgentCall("initial", "S0")
+    chain, rounds, consensus = [first], 0, False
+    if not first.ok:
+        return make_verdict(chain, None, 0, False)
+    standing = bool(first.factuality)
+    while rounds < cfg.max_rounds:
+        state = next_state(cfg.policy, standing)
+        sides: dict[str, Turn] = {}
+        for role in ORDER[state][:2]:  # each side argues from the passages alone, not from the other's words
+            sides[role] = yield AgentCall(role, state, argues=standing if role == "trust" else not standing)
+        chain += list(sides.values())
+        trust, skeptic = sides["trust"], sides["skeptic"]
+        if trust.counts and skeptic.counts:
+            leaders = []
+            for swapped in (False, True)[: 2 if cfg.leader_both_orders else 1]:
+                heard = tuple(sides.values())  # in the order they spoke; ``swapped``: the other order
+                leaders.append((yield AgentCall("leader", state, heard, argues=standing, swapped=swapped)))
+            chain += leaders
+            decided = [t for t in leaders if t.ok]
+            if not decided:  # no valid Leader: nothing moves (the failed turn is retried on a rerun)
+                rounds += 1
+                break
+            p_factual = sum(t.p_factual for t in decided) / len(decided)
+            p_standing = p_factual if standing else 1.0 - p_factual
+            verdict = standing if p_standing >= 0.5 else not standing  # a tie goes to the defender
+        else:  # a side without a verified quote (or a valid reply) loses without a call
+            verdict = standing if not skeptic.counts else not standing
+            chain.append(Turn(state, "leader", _walkover(trust, skeptic), verdict, None,
+                              winner="trust" if verdict == standing else "skeptic"))
+        rounds += 1
+        consensus = verdict == standing
+        standing = verdict
+        if consensus and rounds >= cfg.min_rounds:
+            break
+    return make_verdict(chain, standing, rounds, consensus)
+
+
+def _walkover(trust: Turn, skeptic: Turn) -> str:
+    why = {t.role: ("gave no valid reply" if not t.ok else "has no verified quote") for t in (trust, skeptic)
+           if not t.counts}
+    if "skeptic" in why:
+        return f"The Skeptic agent {why['skeptic']}: the standing verdict stays, without a Leader call."
+    return f"The Trust agent {why['trust']}: the Skeptic agent wins without a Leader call."
+
+
+def make_verdict(chain: list[Turn], standing: bool | None, rounds: int, consensus: bool) -> Verdict:
+    """The standing verdict with the severity of the last stance that rated the error, and the chain's
+    fitted P(hallucinated) (``score.chain_score``)."""
+    if standing is None:
+        errors = {t.error for t in chain if t.error}
+        return Verdict(None, None, 0.0, chain, rounds, False,
+                       error="no agent gave a valid reply: " + "; ".join(sorted(errors))[:500])
+    severity = 0 if standing else next(
+        (t.error_severity for t in reversed(chain) if t.ok and t.role in ("trust", "skeptic") and not t.factuality),
+        DEFAULT_SEVERITY)
+    p_h = chain_score(chain, standing)
+    return Verdict(standing, severity, p_h if not standing else 1.0 - p_h, chain, rounds, consensus, p_hallucinated=p_h)
+
+
+# ---------------------------------------------------------------- the paper's own chain (--prompts paper)
+
+
+def paper_debate(claim: Claim, evidence: Sequence[Evidence], cfg: DebateConfig) -> Generator[AgentCall, Turn, Verdict]:
+    """MCMAD as published: Trust and Skeptic read the turn just before them, the Leader both; the chain
+    stops when a state's three agents agree; the verdict is the last Leader's, its score the log-odds
+    pool of every valid turn."""
+    chain: list[Turn] = [(yield AgentCall("initial", "S0", prompts="paper"))]
     result = last_valid(chain)
     rounds, consensus = 0, False
     while rounds < cfg.max_rounds:
         state = next_state(cfg.policy, bool(result.factuality) if result else True)
         turns: list[Turn] = []
         for role in ORDER[state]:
-            if role == "leader":  # the Leader reads both agents of this state, in the order they spoke
-                previous = tuple(t for t in turns if t.ok)
-            else:  # Trust and Skeptic read the agent just before them (the last valid one)
-                prev = last_valid(chain + turns)
-                previous = (prev,) if prev else ()
-            earlier = tuple(t.opinion for t in chain + turns if t.ok)  # what the agent must not repeat
-            turns.append((yield AgentCall(role, state, previous, cfg.prompts, earlier)))
+            prev = last_valid(chain + turns)
+            previous = tuple(t for t in turns if t.ok) if role == "leader" else ((prev,) if prev else ())
+            earlier = tuple(t.opinion for t in chain + turns if t.ok)  # what its repetition controls guard
+            turns.append((yield AgentCall(role, state, previous, "paper", earlier=earlier)))
         chain += turns
         rounds += 1
         result = last_valid(turns) or result
         consensus = all(t.ok for t in turns) and len({t.factuality for t in turns}) == 1
         if consensus and rounds >= cfg.min_rounds:
             break
-    return make_verdict(chain, rounds, consensus)
+    leaders = [t for t in chain if t.ok and t.role == "leader"]
+    final = leaders[-1] if leaders else last_valid(chain)
+    if final is None:
+        return make_verdict(chain, None, rounds, False)
+    p_h = pool(1.0 - (t.p_factual if t.p_factual is not None else float(t.factuality)) for t in chain if t.ok)
+    confidence = p_h if not final.factuality else 1.0 - p_h
+    return Verdict(final.factuality, final.error_severity, confidence, chain, rounds, consensus, p_hallucinated=p_h)
 
 
 def last_valid(turns: Sequence[Turn]) -> Turn | None:
     return next((t for t in reversed(turns) if t.ok), None)
-
-
-def make_verdict(chain: list[Turn], rounds: int, consensus: bool) -> Verdict:
-    """Final verdict = the last Leader's (the last valid turn if no Leader answered validly).
-
-    P(hallucinated) pools every valid turn's own probability that the claim is not factual (its
-    factuality token's probability; 0 or 1 where the engine gave none) by the mean of their log-odds
-    (``scoring.pool``): every agent read the evidence, so every agent's certainty counts, and a split
-    chain lands near 0.5 even when its last Leader was sure. Confidence = the pooled probability of the
-    side the verdict took; below 0.5 it says the chain as a whole leaned the other way.
-    """
-    leaders = [t for t in chain if t.ok and t.role == "leader"]
-    final = leaders[-1] if leaders else last_valid(chain)
-    if final is None:
-        errors = {t.error for t in chain if t.error}
-        return Verdict(None, None, 0.0, chain, rounds, False,
-                       error="no agent gave a valid reply: " + "; ".join(sorted(errors))[:500])
-    p_h = pool(1.0 - (t.p_factual if t.p_factual is not None else float(t.factuality)) for t in chain if t.ok)
-    confidence = p_h if not final.factuality else 1.0 - p_h
-    return Verdict(final.factuality, final.error_severity, confidence, chain, rounds, consensus, p_hallucinated=p_h)

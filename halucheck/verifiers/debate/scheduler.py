@@ -138,7 +138,7 @@ class Scheduler:
         return new
 
     def _record(self, d: _Debate, result) -> Turn:
-        turn = turn_from_result(d.call, result, len(d.job.evidence))
+        turn = turn_from_result(d.call, result, d.job.claim, d.job.evidence)
         self.stats.llm_calls += result.attempts
         if result.attempts:  # a reply from the run's cache spent nothing now (its turn keeps its counts)
             self.stats.prompt_tokens += result.prompt_tokens
@@ -215,7 +215,7 @@ def run_sequential(jobs: Sequence[DebateJob], agents: Agents, cfg: DebateConfig 
         while d.call is not None:
             engine = agents.engine_for(d.call.role)
             result = engine.generate([agents.request(job.claim, job.evidence, d.call, d.group)])[0]
-            d.advance(turn_from_result(d.call, result, len(job.evidence)))
+            d.advance(turn_from_result(d.call, result, job.claim, job.evidence))
         agents.release(d.group)
         verdicts.append(d.verdict)
     return verdicts

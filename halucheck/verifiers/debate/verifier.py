@@ -1,7 +1,7 @@
 """``debate``: the Markov-chain multi-agent debate as a verifier, every claim's debate in flight at once.
 
-The verdict is the last Leader's; P(hallucinated) pools every valid turn's factuality-token probability
-over the chain (``halucheck.verifiers.scoring.pool``); the trace is the whole chain.
+The verdict is the chain's standing verdict (the last winner's); P(hallucinated) is the fitted score of
+``score.py``; the trace is the whole chain, every stance with its checked quotes.
 """
 
 from __future__ import annotations
@@ -19,14 +19,16 @@ class DebateVerifier(Verifier):
 
     def describe(self) -> dict:
         c = self.options.debate
-        return {"policy": c.policy, "min_rounds": c.min_rounds, "max_rounds": c.max_rounds, "prompts": c.prompts}
+        return {"policy": c.policy, "min_rounds": c.min_rounds, "max_rounds": c.max_rounds, "prompts": c.prompts,
+                "leader_both_orders": c.leader_both_orders}
 
     def least_calls(self) -> int:
         c = self.options.debate
-        return 1 + 3 * min(c.min_rounds, c.max_rounds)
+        # the paper's chain: three agents a state; ours: two stances (a void one spares the Leader)
+        return 1 + (3 if c.prompts == "paper" else 2) * min(c.min_rounds, c.max_rounds)
 
     def verify(self, checks, engines, on_verdict=None, on_call=None) -> list[Verdict]:
-        sched = Scheduler(Agents(engines), self.options.debate, on_verdict=on_verdict, on_turn=on_call)
+        sched = Scheduler(Agents(engines, options=self.options), self.options.debate, on_verdict=on_verdict, on_turn=on_call)
         verdicts = sched.run(checks)
         s = sched.stats
         failed = sum(t.error is not None for v in verdicts for t in v.chain)
