@@ -26,26 +26,46 @@ def model_ready():
 
 
 def check_chain(chain, min_rounds, max_rounds):
-    assert chain[0]["state"] == "S0" and chain[0]["role"] == "initial"
-    rest = chain[1:]
-    assert len(rest) % 3 == 0 and min_rounds <= len(rest) // 3 <= max_rounds
-    for k in range(0, len(rest), 3):
-        state = rest[k]["state"]
-        roles = [t["role"] for t in rest[k:k + 3]]
-        assert {t["state"] for t in rest[k:k + 3]} == {state}
-        assert roles == (["trust", "skeptic", "leader"] if state == "S1" else ["skeptic", "trust", "leader"])
-        # True->Skeptic: the state follows the previous state's last valid verdict
-        prev = [t for t in (chain[:1] if k == 0 else rest[k - 3:k]) if t["factuality"] is not None]
-        if prev:
-            assert state == ("S2" if prev[-1]["factuality"] else "S1")
-    for t in chain:
-        if t["factuality"] is not None:
-            assert isinstance(t["opinion"], str) and t["opinion"].strip()
-            assert isinstance(t["factuality"], bool) and 0 <= t["error_severity"] <= 5
-            # the verdict's fields agree, and the factuality token's probability scores the turn
-            assert (t["error_severity"] == 0) == t["factuality"]
-            assert (0.5 <= t["p_factual"] <= 1.0) if t["factuality"] else (0.0 <= t["p_factual"] <= 0.5)
-    return rest
+    """The debate's rules on a real chain: S0 gives the standing verdict; each round Trust defends it and the
+    Skeptic attacks it in the state the policy picks (S2, Skeptic first, after "factual"), each with checked
+    quotes; the Leader's winner (or a walkover when a side has no verified quote) sets the next standing
+    verdict. Returns the final standing verdict."""
+    assert chain[0]["state"] == "S0" and chain[0]["role"] == "initial" and chain[0]["factuality"] is not None
+    standing, rounds, k = chain[0]["factuality"], 0, 1
+    while k < len(chain):
+        state = chain[k]["state"]
+        assert state == ("S2" if standing else "S1")
+        sides = chain[k:k + 2]
+        assert [t["role"] for t in sides] == (["skeptic", "trust"] if state == "S2" else ["trust", "skeptic"])
+        by_role = {t["role"]: t for t in sides}
+        for role, t in by_role.items():
+            assert t["factuality"] in (None, standing if role == "trust" else not standing)
+            for q in t.get("quotes", []):
+                assert isinstance(q["verified"], bool) and q["text"]
+            if t["factuality"] is not None:
+                assert (t["error_severity"] == 0) == t["factuality"] and t["opinion"].strip()
+                assert t.get("void", False) == (not any(q["verified"] for q in t["quotes"]))
+        k += 2
+        leaders = []
+        while k < len(chain) and chain[k]["role"] == "leader" and chain[k]["state"] == state:
+            leaders.append(chain[k])
+            k += 1
+        assert leaders
+        counts = {r: t["factuality"] is not None and not t.get("void") for r, t in by_role.items()}
+        if not all(counts.values()):  # a walkover: no call, the side without a verified quote loses
+            assert len(leaders) == 1 and leaders[0]["p_factual"] is None and leaders[0]["completion_tokens"] == 0
+            assert leaders[0]["winner"] == ("trust" if not counts["skeptic"] else "skeptic")
+        for t in leaders:
+            if t["factuality"] is not None:
+                assert t["winner"] in ("trust", "skeptic")
+                assert t["factuality"] == (standing if t["winner"] == "trust" else not standing)
+        decided = [t for t in leaders if t["factuality"] is not None]
+        if decided:
+            standing = decided[-1]["factuality"] if len(decided) == 1 else standing if \
+                sum(t["p_factual"] for t in decided) / len(decided) >= 0.5 else not standing
+        rounds += 1
+    assert min_rounds <= rounds <= max_rounds
+    return standing
 
 
 def test_check_with_the_default_verifier_end_to_end(model_ready):
@@ -66,14 +86,11 @@ def test_check_debate_end_to_end(model_ready):
                                  "--profile", "cpu-0.5b", "--json", "-v", "debate", "--max-rounds", "3"])
     assert r.exit_code == 0, r.output
     out = json.loads(r.stdout)
-    rest = check_chain(out["chain"], 2, 3)
-    leaders = [t for t in out["chain"] if t["role"] == "leader" and t["factuality"] is not None]
-    assert out["factuality"] == leaders[-1]["factuality"]  # the last Leader decides
+    standing = check_chain(out["chain"], 1, 3)
+    assert out["factuality"] == standing  # the verdict is the last winner's
     assert 0.0 <= out["confidence"] <= 1.0 and 0.0 <= out["p_hallucinated"] <= 1.0
     p_h = out["p_hallucinated"]
     assert out["confidence"] == pytest.approx(p_h if out["factuality"] is False else 1 - p_h, abs=1e-3)
-    if len(rest) // 3 < 3:  # stopped early: only by consensus of the last state
-        assert len({t["factuality"] for t in rest[-3:]}) == 1
     # constrained decoding: every turn parsed and validated
     assert all(t["factuality"] is not None for t in out["chain"])
 
@@ -93,7 +110,7 @@ def test_run_end_to_end_on_demo_corpus(model_ready, tmp_path):
         assert x["hallucinated"] == any(c["factuality"] is False for c in x["claims"])
         assert 0.0 <= x["coverage"]["checked_share"] <= 1.0
         for c in x["claims"]:
-            check_chain(c["chain"], 1, 1)
+            assert check_chain(c["chain"], 1, 1) == c["factuality"]
             # the model's queries are search queries, not questions about the claim's truth (the 0.5B
             # often writes the claim itself, which is searched anyway)
             assert c["queries"] and all(q.strip() for q in c["queries"])
