@@ -180,14 +180,14 @@ def _debate_requests(max_tokens: int, rounds: int = 1):
     if rounds == 2:
         for i, (text, passages) in enumerate(claims):
             claim, evidence = Claim(text), tuple(Evidence(p) for p in passages)
-            sides = (Turn("S2", "skeptic", "Passage 1 backs it after all.", True, 0, finding="supported",
+            sides = (Turn("S2", "trust", "Passage 1 backs it.", True, 0, finding="supported",
                           quotes=(Quote(passages[0], True, 1),)),
-                     Turn("S2", "trust", "The last passage says otherwise.", False, 2, finding="not stated",
-                          quotes=(Quote(text, True),)))
+                     Turn("S2", "skeptic", "The last passage says otherwise, read again.", False, 2,
+                          finding="contradicted", quotes=(Quote(passages[-1], True, len(passages)),)))
             later += [agents.request(claim, evidence, call, group=f"claim-{i}") for call in (
                 AgentCall("skeptic", "S2", argues=False),  # the same stance task: its role text again
-                AgentCall("leader", "S2", sides, argues=False),
-                AgentCall("leader", "S2", sides, argues=False, swapped=True))]
+                AgentCall("leader", "S2", sides, argues=True),  # the same stances until the Skeptic's argument
+                AgentCall("leader", "S2", sides, argues=True, swapped=True))]
     for r in first + later:
         _SCHEMAS[r.messages[-1]["content"]] = r.schema
     # free text, greedy, short: what is compared is the tokens, and prefill is what reuse saves
