@@ -39,6 +39,21 @@ def echo(request) -> dict:
             "factuality": not false, "error_severity": 3, "reason": "Checked.", "winner": "trust"}
 
 
+def quoting(base):
+    """``base`` (a fake-engine responder), but a debate stance quotes the first passage it is shown: a verified
+    quote, so both sides count and every round asks the Leader (who keeps the standing verdict)."""
+
+    def responder(request):
+        reply = base(request)
+        if request.tag in ("debate:trust", "debate:skeptic"):
+            passage = read_field(request.messages[-1]["content"], "1")
+            if passage:
+                reply = {**reply, "finding": "contradicted", "quotes": [passage]}
+        return reply
+
+    return responder
+
+
 def register_echo(name: str = "echo") -> None:
     """Register the fake engine with :func:`echo` as engine ``name`` (for subprocess runs of the CLI)."""
     from halucheck import engines

@@ -6,6 +6,7 @@ import re
 
 import pytest
 
+import faults
 from halucheck import engines
 from halucheck.config import Settings
 from halucheck.verifiers.debate import DebateConfig
@@ -49,15 +50,7 @@ def split(text):
     return [s for s in re.split(r"(?<=[.!?])\s+", text.strip()) if s]
 
 
-def quoting(request):
-    """:func:`responder`, but a debate stance quotes the first passage it is shown: a verified quote, so
-    both sides count and every round asks the Leader (who keeps the standing verdict)."""
-    reply = responder(request)
-    if request.tag in ("debate:trust", "debate:skeptic"):
-        passage = read_field(request.messages[-1]["content"], "1")
-        if passage:
-            reply = {**reply, "finding": "contradicted", "quotes": [passage]}
-    return reply
+quoting = faults.quoting(responder)  # a stance quotes its first passage, so every round asks the Leader
 
 
 @pytest.fixture

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from faults import FaultServer, echo
+from faults import FaultServer, echo, quoting as quoting_stances
 from halucheck import engines
 from halucheck.cli import EXIT_UNDECIDED, app
 from halucheck.config import Settings
@@ -126,15 +126,7 @@ def test_undecided_claim_makes_the_answer_undecided_not_clean(tmp_path, scripted
 # -- 2. reruns retry exactly the failed work; no stale error ----------------------------------------------
 
 
-def quoting(request):
-    """:func:`echo`, but a debate stance quotes the first passage it is shown: a verified quote, so both
-    sides count and the round asks the Leader (who keeps the standing verdict)."""
-    reply = echo(request)
-    if request.tag in ("debate:trust", "debate:skeptic"):
-        passage = read_field(request.messages[-1]["content"], "1")
-        if passage:
-            reply = {**reply, "finding": "contradicted", "quotes": [passage]}
-    return reply
+quoting = quoting_stances(echo)  # a stance quotes its first passage, so every round asks the Leader
 
 
 def test_rerun_retries_only_failed_work_and_leaves_no_stale_error(tmp_path, scripted, fake_embeddings):
