@@ -54,6 +54,7 @@ ENV_VARS = {
     "HALUCHECK_CONFIG": "the models.yaml to use",
     "HALUCHECK_PROFILE": "the profile every role uses (as --profile)",
     "HALUCHECK_INDEX": "the index file of `index`, `search`, `run --corpus` (as --db / --index)",
+    "HALUCHECK_RAY_OBJECT_STORE": "bytes of the object store of the local Ray cluster `run --ray` starts",
     "HALUCHECK_DATASETS": "the folder of the labelled sets of `halucheck eval`",
     "HALUCHECK_NLI_MODEL": "the CrossEncoder folder of the `nli` verifier (as --nli-model)",
     "HALUCHECK_API_KEY": "the Bearer token sent to a vLLM server",
@@ -67,6 +68,11 @@ def env(name: str) -> str | None:
     if name not in ENV_VARS:
         raise KeyError(f"{name} is not a halucheck environment variable; add it to config.ENV_VARS")
     return os.environ.get(name) or None
+
+
+def env_for_workers() -> dict[str, str]:
+    """The ``HALUCHECK_*`` variables set here, for the workers of a distributed run to read the same."""
+    return {k: v for k in ENV_VARS if (v := os.environ.get(k))}
 
 
 def user_cache_dir() -> Path:

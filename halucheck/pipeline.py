@@ -70,7 +70,11 @@ class Pipeline:
     verifier and the evidence sources."""
 
     def __init__(self, opts: RunOptions, settings: Settings, progress: Progress | None = None,
-                 log: Callable[[str], None] = print, restart: bool = False) -> None:
+                 log: Callable[[str], None] = print, restart: bool = False, engines: dict | None = None,
+                 index: Path | None = None) -> None:
+        """``engines`` and ``index`` are for a shard of a distributed run (:mod:`halucheck.cluster`): engines
+        kept by the worker across its shards (not closed with the run), and the corpus index as it was
+        built for the whole run, opened as it is (no rebuild)."""
         self.opts, self.settings, self.log = opts, settings, log
         self.progress = progress or _null_progress
         if opts.out.exists() and not opts.out.is_dir():
@@ -84,8 +88,10 @@ class Pipeline:
         self.verifier.check()  # before anything is opened or written
         self._calibration = self.find_calibrator()  # so is a calibrator for another model, or a name not stored
         self.store = RunStore(opts.out / "run.duckdb", restart=restart)  # makes the folder (or says why not)
-        self.engines = EnginePool(settings, wrappers=(lambda engine: CachingEngine(engine, self.store),))
-        self.evidence = EvidenceSources(opts.corpus, opts.index, opts.top_k, opts.use_context, log)
+        self.engines = EnginePool(settings, wrappers=(lambda engine: CachingEngine(engine, self.store),),
+                                  kept=engines)
+        self.evidence = EvidenceSources(opts.corpus, index or opts.index, opts.top_k, opts.use_context, log,
+                                        built=index is not None)
         self.calibrate()
 
     def find_calibrator(self):
@@ -106,14 +112,29 @@ class Pipeline:
         self.store.set_meta("calibration_svg", diagram.read_text(encoding="utf-8") if diagram and diagram.is_file() else "")
 
     # -- the run ---------------------------------------------------------------------------------
-    def run(self) -> dict:
-        """All stages over all pending work; then, while engine calls failed, passes over what failed
-        (bounded, with growing waits: a server down for a few seconds is retried in the same run); then
-        the reports."""
+    def run(self, process: Callable[[Pipeline, list[tuple[int, Item]]], None] | None = None) -> dict:
+        """The input and the corpus index brought into the run database, the pending work done
+        (``process(self, items)``; by default :meth:`process`, in this process), then the reports."""
         t0 = time.perf_counter()
         started = self.store.now()
         items = self.load_items()
         changes = self.check_corpus()
+        (process or Pipeline.process)(self, items)
+        from halucheck import reports
+
+        results = reports.build_results(self.store)
+        reports.write_results(self.opts.out, results)
+        reports.write_html(self.opts.out, results, self.store)
+        summary = reports.summarize(results, self.store, since=started)
+        if changes:
+            summary["corpus_changes"] = changes
+        summary["wall_s"] = round(time.perf_counter() - t0, 1)
+        self.store.set_meta("last_summary", json.dumps(summary))
+        return summary
+
+    def process(self, items: list[tuple[int, Item]]) -> None:
+        """All stages over all pending work of ``items``; then, while engine calls failed, passes over what
+        failed (bounded, with growing waits: a server down for a few seconds is retried in the same run)."""
         for attempt in range(self.opts.retries + 1):
             if attempt:
                 pending = self.pending()
@@ -126,17 +147,6 @@ class Pipeline:
             self.extract_claims(items)
             self.gather_evidence(items)
             self.verify()
-        from halucheck import reports
-
-        results = reports.build_results(self.store)
-        reports.write_results(self.opts.out, results)
-        reports.write_html(self.opts.out, results, self.store)
-        summary = reports.summarize(results, self.store, since=started)
-        if changes:
-            summary["corpus_changes"] = changes
-        summary["wall_s"] = round(time.perf_counter() - t0, 1)
-        self.store.set_meta("last_summary", json.dumps(summary))
-        return summary
 
     def engine_failed(self) -> bool:
         """Whether a standing failure is the engine's (a server down, a timeout), which a later pass

@@ -21,7 +21,7 @@ LAYERS = [
     ("halucheck.verifiers",),
     ("halucheck.claims", "halucheck.coverage", "halucheck.evidence"),
     ("halucheck.reports",),
-    ("halucheck.pipeline", "halucheck.evaluation"),
+    ("halucheck.pipeline", "halucheck.cluster", "halucheck.evaluation"),
     ("halucheck.cli",),
 ]
 MAX_LINES = 600

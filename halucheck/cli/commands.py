@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Optional
@@ -127,6 +128,17 @@ def run(
     calibration_choice: Calibration = None,
     config: Config = None,
     quiet: bool = Flag("--quiet", help="No progress bars."),
+    ray: bool = Flag("--ray", help="Run the answers in shards on a Ray cluster: a local one, or the one at "
+                     "--ray-address (needs `pip install 'halucheck[ray]'`)."),
+    ray_address: Optional[str] = typer.Option(None, "--ray-address", help="With --ray: a running cluster's address "
+                                              "(`ray start --head` prints it; default: $RAY_ADDRESS, else a local "
+                                              "cluster)."),
+    ray_workers: Optional[int] = typer.Option(None, "--ray-workers", help="With --ray: workers (default: one "
+                                              "per CPU of the cluster)."),
+    ray_gpus: float = typer.Option(0.0, "--ray-gpus", help="With --ray: GPUs each worker reserves (for a profile "
+                                   "whose engine loads the model in the worker)."),
+    shard_answers: int = typer.Option(64, "--shard-answers", help="With --ray: answers per shard (the unit a "
+                                      "worker retries and the driver merges)."),
 ) -> None:
     """Check every answer in a file: claims, evidence, verdicts (selfcheck by default, -v debate for the
     debate); writes results.jsonl and report.html.
@@ -161,9 +173,21 @@ def run(
             from tqdm import tqdm
 
             progress = partial(tqdm, dynamic_ncols=True, file=sys.stderr)
+        process = None
+        if ray:
+            from functools import partial
+
+            from halucheck import cluster
+
+            if shard_answers < 1 or (ray_workers is not None and ray_workers < 1) or ray_gpus < 0:
+                raise HalucheckError("--shard-answers and --ray-workers must be at least 1, --ray-gpus at least 0")
+            cluster.check_installed()
+            process = partial(cluster.process, cluster=cluster.ClusterOptions(
+                address=ray_address or os.environ.get("RAY_ADDRESS") or None, workers=ray_workers, shard_answers=shard_answers,
+                gpus_per_worker=ray_gpus))
         pipe = Pipeline(opts, settings, progress=progress, log=lambda m: typer.echo(m, err=True), restart=restart)
         try:
-            summary = pipe.run()
+            summary = pipe.run(process)
         finally:
             pipe.close()
     except HalucheckError as exc:

@@ -1,7 +1,7 @@
 """Scripted engine for unit tests: the real scheduler, validation and store still run.
 
 Replies come, in order of priority, from a queue (``enqueue``), a ``responder`` callable, or a default
-built from the request's JSON schema. A reply may be a dict (fitted to the request's schema, see
+built from the request's JSON schema (a profile names a responder as ``"module:function"``). A reply may be a dict (fitted to the request's schema, see
 :func:`fit`, and serialised to JSON), a raw string (sent as is, e.g. to test schema violations) or an
 Exception instance (that request fails, the others do not).
 """
@@ -9,6 +9,7 @@ Exception instance (that request fails, the others do not).
 from __future__ import annotations
 
 import json
+import os
 import time
 from collections import deque
 from pathlib import Path
@@ -70,7 +71,10 @@ class FakeEngine(Engine):
     Options (also settable from a models.yaml profile): ``replies`` (a list), ``replies_file`` (JSONL,
     one reply per line), ``reply`` (a dict merged into every default reply), ``max_batch``, and
     ``step_latency`` = [a, b]: each ``_complete`` call sleeps a + b * batch_size seconds, a model of a
-    batching server for scheduler benchmarks.
+    batching server for scheduler benchmarks. For tests across processes (a Ray worker): ``call_log``, a
+    file that gets one JSON line per request (its tag and last message), and ``crash_marker`` with
+    ``crash_after``: the process exits at once, as if killed, on its ``crash_after``-th request, unless the
+    marker file exists (it is made first, so the process started again goes on).
     """
 
     name = "fake"
@@ -81,9 +85,12 @@ class FakeEngine(Engine):
         replies: Sequence[Reply] | None = None,
         replies_file: str | None = None,
         reply: dict | None = None,
-        responder: Callable[[Request], Reply] | None = None,
+        responder: Callable[[Request], Reply] | str | None = None,
         max_batch: int = 1024,
         step_latency: Sequence[float] | None = None,
+        call_log: str | None = None,
+        crash_marker: str | None = None,
+        crash_after: int = 1,
         **options: Any,
     ) -> None:
         super().__init__(model=model, **options)
@@ -92,9 +99,15 @@ class FakeEngine(Engine):
             with open(Path(replies_file), encoding="utf-8") as fh:
                 self.queue.extend(json.loads(line) for line in fh if line.strip())
         self.reply_overrides = dict(reply or {})
+        if isinstance(responder, str):  # "module:function", e.g. from a models.yaml profile
+            import importlib
+
+            module, _, attr = responder.partition(":")
+            responder = getattr(importlib.import_module(module), attr)
         self.responder = responder
         self.max_batch = int(max_batch)
         self.step_latency = tuple(step_latency) if step_latency else None
+        self.call_log, self.crash_marker, self.crash_after = call_log, crash_marker, int(crash_after)
         self.requests: list[Request] = []  # every request received, retries included
         self.batch_sizes: list[int] = []
 
@@ -113,6 +126,13 @@ class FakeEngine(Engine):
 
     def _complete(self, requests: Sequence[Request]) -> list[Result]:
         self.requests.extend(requests)
+        if self.call_log:
+            with open(self.call_log, "a", encoding="utf-8") as fh:
+                fh.write("".join(json.dumps({"tag": r.tag, "prompt": r.messages[-1]["content"]}) + "\n"
+                                 for r in requests))
+        if self.crash_marker and len(self.requests) >= self.crash_after and not Path(self.crash_marker).exists():
+            Path(self.crash_marker).touch()
+            os._exit(1)  # a kill: no cleanup, no exception anyone could catch
         self.batch_sizes.append(len(requests))
         if self.step_latency:
             a, b = self.step_latency

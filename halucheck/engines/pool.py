@@ -19,11 +19,15 @@ Wrapper = Callable[["Engine"], "Engine"]
 class EnginePool:
     """``engine_for(role)`` creates the role's engine on first use; ``close()`` closes every one."""
 
-    def __init__(self, settings: "Settings", wrappers: tuple[Wrapper, ...] = ()) -> None:
+    def __init__(self, settings: "Settings", wrappers: tuple[Wrapper, ...] = (),
+                 kept: dict[str, "Engine"] | None = None) -> None:
+        """``kept``: engines (unwrapped, by profile name) that outlive this pool, e.g. a worker's loaded
+        model serving one shard after another: new ones are added to it, and ``close()`` leaves them open."""
         check_profiles(settings)  # before any engine is made
         self.settings = settings
         self.wrappers: list[Wrapper] = list(wrappers)
         self._engines: dict[str, "Engine"] = {}
+        self._kept = kept
 
     def add_wrapper(self, wrapper: Wrapper) -> None:
         """Wrap every engine created from now on in ``wrapper(engine)``, outside the wrappers already
@@ -34,21 +38,29 @@ class EnginePool:
         """The engine serving ``role``; roles sharing a profile share one engine instance."""
         prof = self.settings.profile_for(role)
         if prof.name not in self._engines:
-            from halucheck.engines import create_engine
-
-            try:
-                engine = create_engine(prof.engine, model=prof.model, **prof.options)
-            except (TypeError, ValueError) as exc:  # an option of the wrong kind that check_options let by
-                raise ConfigError(f"{self.settings.source or 'models.yaml'}: profile {prof.name!r}: bad option "
-                                  f"({str(exc).splitlines()[0]}); fix it in the profile") from None
+            engine = self._kept.get(prof.name) if self._kept is not None else None
+            if engine is None:
+                engine = self._create(prof)
+                if self._kept is not None:
+                    self._kept[prof.name] = engine
             for wrap in self.wrappers:
                 engine = wrap(engine)
             self._engines[prof.name] = engine
         return self._engines[prof.name]
 
+    def _create(self, prof: "Profile") -> "Engine":
+        from halucheck.engines import create_engine
+
+        try:
+            return create_engine(prof.engine, model=prof.model, **prof.options)
+        except (TypeError, ValueError) as exc:  # an option of the wrong kind that check_options let by
+            raise ConfigError(f"{self.settings.source or 'models.yaml'}: profile {prof.name!r}: bad option "
+                              f"({str(exc).splitlines()[0]}); fix it in the profile") from None
+
     def close(self) -> None:
-        for engine in self._engines.values():
-            engine.close()
+        if self._kept is None:
+            for engine in self._engines.values():
+                engine.close()
         self._engines.clear()
 
     def __enter__(self) -> "EnginePool":

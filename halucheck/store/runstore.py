@@ -25,7 +25,8 @@ from typing import Iterable, Sequence
 from halucheck.store import migrations
 from halucheck.errors import DiskError, HalucheckError, disk_problem
 from halucheck.records import Evidence, Turn, Verdict
-from halucheck.store.schema import CACHE_COLUMNS, MIGRATIONS, MIGRATIONS_TABLE, TURN_COLUMNS, VERDICT_COLUMNS, Rows
+from halucheck.store.schema import (CACHE_COLUMNS, MIGRATIONS, MIGRATIONS_TABLE, SHARD_ROWS, TURN_COLUMNS,
+                                    VERDICT_COLUMNS, Rows)
 
 MAX_DEFER_S = 1.0  # the longest a deferred LLM reply waits for a transaction to be written in
 
@@ -477,6 +478,46 @@ class RunStore:
         self._tx([(f"DELETE FROM {table} WHERE claim_id IN (SELECT unnest(?))", [ids], ONCE)
                   for table in ("queries", "evidence", "turns", "verdicts")] +
                  [("UPDATE claims SET evidence_done = FALSE WHERE claim_id IN (SELECT unnest(?))", [ids], ONCE)])
+
+    # -- shards of a distributed run (halucheck.cluster) ----------------------------------------------
+    def items_with_work(self) -> list[int]:
+        """The items with work left, in input order: no claims yet, a claim without evidence, or a claim
+        without a clean verdict (as :meth:`claims_to_verify`)."""
+        return [r[0] for r in self.query(
+            "SELECT idx FROM items WHERE NOT claims_done UNION SELECT c.item_idx FROM claims c "
+            "LEFT JOIN verdicts v USING (claim_id) WHERE NOT c.evidence_done OR v.claim_id IS NULL "
+            "OR v.factuality IS NULL OR c.claim_id IN (SELECT claim_id FROM turns WHERE error IS NOT NULL) "
+            "ORDER BY 1")]
+
+    def write_shard(self, path: str | Path, items: Sequence[int]) -> None:
+        """A new run database at ``path`` with the work of ``items`` so far (all but replies): a worker's."""
+        RunStore(path, restart=True).close()
+        self._with_shard(path, [
+            (f"INSERT INTO shard.{table} BY NAME SELECT * FROM {table} WHERE {where.format(db='')}", [list(items)],
+             ONCE) for table, where in SHARD_ROWS.items()])
+
+    def merge_shard(self, path: str | Path, items: Sequence[int]) -> None:
+        """Replace the work of ``items`` by the shard's at ``path`` (a run database made by
+        :meth:`write_shard` and worked on), in one transaction; its replies join the cache and its costs
+        the stage statistics. Merged twice, a shard leaves the same rows."""
+        ids = [list(items)]
+        self._with_shard(path, [
+            *[(f"DELETE FROM {table} WHERE {where.format(db='')}", ids, ONCE) for table, where in SHARD_ROWS.items()
+              if table != "claims"],  # the claim-id tables find their rows through claims: those go last
+            ("DELETE FROM claims WHERE item_idx IN (SELECT unnest(?))", ids, ONCE),
+            *[(f"INSERT INTO {table} BY NAME SELECT * FROM shard.{table} WHERE {where.format(db='shard.')}", ids, ONCE)
+              for table, where in SHARD_ROWS.items()],
+            ("INSERT OR IGNORE INTO llm_cache BY NAME SELECT * FROM shard.llm_cache", None),
+            ("INSERT INTO stage_stats BY NAME SELECT * FROM shard.stage_stats", None),
+        ], read_only=True)
+
+    def _with_shard(self, path: str | Path, statements: list[tuple], read_only: bool = False) -> None:
+        with self.lock:
+            self.query(f"ATTACH ? AS shard{' (READ_ONLY)' if read_only else ''}", [str(path)])
+            try:
+                self._tx(statements)
+            finally:
+                self.query("DETACH shard")
 
     # -- what the reports read -------------------------------------------------------------------
     def items(self) -> list[tuple]:

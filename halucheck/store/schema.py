@@ -108,6 +108,13 @@ TURN_COLUMNS = ("claim_id", "ordinal", "state", "role", "opinion", "factuality",
 VERDICT_COLUMNS = ("claim_id", "factuality", "error_severity", "confidence", "rounds", "consensus", "error",
                    "p_hallucinated", "verifier")
 
+# the rows of a set of items (``?``: their indexes), by table: what a shard of a distributed run carries
+# (halucheck.cluster). ``{db}``: the database whose claims the claim-id tables are found through
+_OF_CLAIMS = "claim_id IN (SELECT claim_id FROM {db}claims WHERE item_idx IN (SELECT unnest(?)))"
+SHARD_ROWS = {"items": "idx IN (SELECT unnest(?))", "claims": "item_idx IN (SELECT unnest(?))",
+              "queries": _OF_CLAIMS, "evidence": _OF_CLAIMS, "turns": _OF_CLAIMS, "verdicts": _OF_CLAIMS,
+              "errors": "item_idx IN (SELECT unnest(?))"}
+
 
 class Rows:
     """Rows for one table, inserted column-wise: DuckDB scans a dict of numpy arrays in one statement,
