@@ -132,9 +132,14 @@ class ShardWorker:
         from halucheck.pipeline import Pipeline
 
         folder = Path(self.opts.out) / "shards" / name
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+        except OSError:  # a machine without the driver's folder: a scratch folder of its own
+            tag = hashlib.sha256(str(self.opts.out).encode()).hexdigest()[:12]
+            folder = Path(tempfile.gettempdir()) / "halucheck-ray" / tag / name
+            folder.mkdir(parents=True, exist_ok=True)
         db = folder / "run.duckdb"
         if not db.is_file():
-            folder.mkdir(parents=True, exist_ok=True)
             part = folder / "seed.part"
             part.write_bytes(seed)
             part.replace(db)
@@ -178,12 +183,18 @@ def process(pipe: Pipeline, items: list[tuple[int, Item]], cluster: ClusterOptio
         merge_dir = opts.out / "shards"
         merge_dir.mkdir(parents=True, exist_ok=True)
         shard_items = {shard_name(s, cluster.shard_answers): s for s in shards}
-        for name, shard in shard_items.items():
+
+        def send(worker, name: str):
+            """A shard's seed is made when a worker is free for it (ActorPool calls this then), so the
+            driver holds one seed at a time, not one per shard."""
             seed = merge_dir / f"{name}.seed.duckdb"
-            pipe.store.write_shard(seed, shard)
+            pipe.store.write_shard(seed, shard_items[name])
             data = seed.read_bytes()
             seed.unlink()
-            pool.submit(lambda w, job: w.run.remote(*job), (name, [(i, by_idx[i]) for i in shard], data))
+            return worker.run.remote(name, [(i, by_idx[i]) for i in shard_items[name]], data)
+
+        for name in shard_items:
+            pool.submit(send, name)
         bar = pipe.progress(total=sum(map(len, shards)), desc="shards   ", unit="answer")
         done = 0
         while pool.has_next():

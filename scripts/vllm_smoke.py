@@ -123,7 +123,8 @@ def repetition_controls(engine, label: str) -> bool:
     word many times, it writes it fewer times with a frequency penalty."""
     schema = {"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]}
     copy = ({"role": "user", "content": f"Repeat this sentence: {PHRASE}."},)
-    loop = ({"role": "user", "content": "Write the word hello twenty times, separated by spaces."},)
+    # copying a run of one word: a small model asked to "write hello twenty times" may write the request back
+    loop = ({"role": "user", "content": f"Repeat this text exactly: {'hello ' * 20}"},)
     reqs = [Request(messages=copy, schema=schema, sampling=SamplingParams(max_tokens=60)),
             Request(messages=copy, schema=schema, sampling=SamplingParams(max_tokens=60, no_repeat_ngram_size=4)),
             Request(messages=loop, schema=schema, sampling=SamplingParams(max_tokens=60)),
@@ -131,7 +132,8 @@ def repetition_controls(engine, label: str) -> bool:
     a, b, c, d = engine.generate(reqs)
     copies = [r.text.lower().count(PHRASE) for r in (a, b)]
     hellos = [r.text.lower().count("hello") for r in (c, d)]
-    ok = all(r.ok for r in (a, b, c, d)) and copies[0] >= 1 and copies[1] == 0 and hellos[1] < hellos[0]
+    # the plain copy of the run may fill max_tokens before its JSON closes: only its count matters
+    ok = all(r.ok for r in (a, b, d)) and copies[0] >= 1 and copies[1] == 0 and hellos[1] < hellos[0]
     print(f"{label}: phrase copied {copies[0]}x plain, {copies[1]}x with no_repeat_ngram_size=4; 'hello' "
           f"{hellos[0]}x plain, {hellos[1]}x with frequency_penalty=1.0 -> {'ok' if ok else 'FAILED'}")
     for r, name in ((a, "plain"), (b, "ngram"), (c, "loop"), (d, "penalty")):
