@@ -102,8 +102,9 @@ class ShardWorker:
 
     def __init__(self, opts: RunOptions, settings: Settings, index: IndexCopy | None) -> None:
         self.opts, self.settings, self.index = opts, settings, index
-        self.engines: dict = {}
+        self.engines: dict = {}  # loaded once, used for every shard
         self._index_path: Path | None = None
+        self._evidence = None
 
     def index_path(self) -> Path | None:
         """The corpus index this worker reads: the driver's file if this machine sees it unchanged,
@@ -143,8 +144,14 @@ class ShardWorker:
             part = folder / "seed.part"
             part.write_bytes(seed)
             part.replace(db)
-        pipe = Pipeline(replace(self.opts, out=folder), self.settings, log=lambda m: print(m, file=sys.stderr),
-                        engines=self.engines, index=self.index_path())
+        log = lambda m: print(m, file=sys.stderr)  # noqa: E731 - Ray shows a worker's stderr on the driver
+        if self._evidence is None:  # the index opened once: its BM25 and dense matrices load on first search
+            from halucheck.evidence import EvidenceSources
+
+            self._evidence = EvidenceSources(self.opts.corpus, self.index_path(), self.opts.top_k,
+                                             self.opts.use_context, log, built=True)
+        pipe = Pipeline(replace(self.opts, out=folder), self.settings, log=log, engines=self.engines,
+                        evidence=self._evidence)
         try:
             pipe.process(items)
         finally:

@@ -71,10 +71,10 @@ class Pipeline:
 
     def __init__(self, opts: RunOptions, settings: Settings, progress: Progress | None = None,
                  log: Callable[[str], None] = print, restart: bool = False, engines: dict | None = None,
-                 index: Path | None = None) -> None:
-        """``engines`` and ``index`` are for a shard of a distributed run (:mod:`halucheck.cluster`): engines
-        kept by the worker across its shards (not closed with the run), and the corpus index as it was
-        built for the whole run, opened as it is (no rebuild)."""
+                 evidence: EvidenceSources | None = None) -> None:
+        """``engines`` and ``evidence`` are for a shard of a distributed run (:mod:`halucheck.cluster`): kept
+        by the worker across its shards (not closed with the run), its loaded engines and its opened corpus
+        index (made for the whole run by the driver)."""
         self.opts, self.settings, self.log = opts, settings, log
         self.progress = progress or _null_progress
         if opts.out.exists() and not opts.out.is_dir():
@@ -90,8 +90,8 @@ class Pipeline:
         self.store = RunStore(opts.out / "run.duckdb", restart=restart)  # makes the folder (or says why not)
         self.engines = EnginePool(settings, wrappers=(lambda engine: CachingEngine(engine, self.store),),
                                   kept=engines)
-        self.evidence = EvidenceSources(opts.corpus, index or opts.index, opts.top_k, opts.use_context, log,
-                                        built=index is not None)
+        self._own_evidence = evidence is None
+        self.evidence = evidence or EvidenceSources(opts.corpus, opts.index, opts.top_k, opts.use_context, log)
         self.calibrate()
 
     def find_calibrator(self):
@@ -161,7 +161,8 @@ class Pipeline:
     def close(self) -> None:
         self.store.close()
         self.engines.close()
-        self.evidence.close()
+        if self._own_evidence:
+            self.evidence.close()
 
     # -- stage 0: input ----------------------------------------------------------------------------
     def load_items(self) -> list[tuple[int, Item]]:
