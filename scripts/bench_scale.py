@@ -1,0 +1,234 @@
+#!/usr/bin/env python
+"""Scale benchmark: answers per second of `halucheck run`, single process vs `--ray`, as GPU boxes are added.
+
+OpenAI-compatible stub servers on 127.0.0.1 stand in for GPU boxes running vLLM: each answers after a fixed
+latency, at most --capacity requests at once (a box's batch), with replies shaped like a model's (the
+answer's sentences as claims, two queries a claim, a verdict), so throughput per stub is capacity/latency
+requests a second. Retrieval is real: a corpus of --passages passages (bench_retrieval's text), indexed once
+with the real `build_index` (hybrid BM25 + dense). For 1, 2, 4, 8 stubs it runs the same input through
+`halucheck run` (a new run folder each time: no reply is cached) and prints one JSON line per run and a table.
+
+    python scripts/bench_scale.py --workdir /tmp/halucheck-scale                 # 100k passages, both modes
+    python scripts/bench_scale.py --workdir /tmp/halucheck-scale --stubs 1,2 --answers-per-stub 10 --mode single
+    python scripts/bench_scale.py stub --port 8101 --latency 1.0 --capacity 4    # one stub server alone
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import random
+import re
+import subprocess
+import sys
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "scripts"))
+
+
+# -- the stub server --------------------------------------------------------------------------------
+def stub_reply(body: dict) -> dict:
+    """A model's reply, by the request's reply schema: what a judge, an extractor or a query writer sends."""
+    from halucheck.engines.fake import example_for, fit
+    from halucheck.prompts import read_field
+
+    schema = ((body.get("response_format") or {}).get("json_schema") or {}).get("schema")
+    user = body["messages"][-1]["content"]
+    props = (schema or {}).get("properties", {})
+    if "claims" in props:
+        text = read_field(user, "text", last=True) or ""
+        out = {"claims": [s for s in re.split(r"(?<=[.!?])\s+", text.strip()) if s][:8] or ["None"]}
+    elif "queries" in props:
+        claim = read_field(user, "claim", last=True) or "claim"
+        out = {"queries": [claim, "about " + claim]}
+    elif "response" in props:
+        out = {"response": read_field(user, "text", last=True) or "None"}
+    else:  # a verdict: false for about a third of the claims, the same every run
+        false = int(hashlib.sha256(user.encode()).hexdigest(), 16) % 3 == 0
+        out = {"reasoning": "checked against the evidence", "opinion": "checked", "factuality": not false,
+               "error_severity": 3 if false else 0}
+    return fit(out, schema) if schema else example_for(None)
+
+
+def serve_stub(port: int, latency: float, capacity: int) -> None:
+    slots = threading.BoundedSemaphore(capacity)
+    model = "stub"
+
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def log_message(self, *args):  # quiet
+            pass
+
+        def _send(self, obj: dict, code: int = 200) -> None:
+            data = json.dumps(obj).encode()
+            self.send_response(code)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def do_GET(self):
+            self._send({"object": "list", "data": [{"id": model, "object": "model"}]})
+
+        def do_POST(self):
+            body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))))
+            with slots:  # the box's batch: a request beyond it waits for a slot
+                time.sleep(latency)
+            content = json.dumps(stub_reply(body))
+            prompt = sum(len(m["content"]) for m in body["messages"]) // 4
+            choice = {"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": "stop"}
+            if body.get("logprobs"):
+                choice["logprobs"] = {"content": [{"token": t, "logprob": -0.01} for t in content.split('"')[:8]]}
+            self._send({"id": "stub", "object": "chat.completion", "model": model, "choices": [choice],
+                        "usage": {"prompt_tokens": prompt, "completion_tokens": len(content) // 4}})
+
+    ThreadingHTTPServer.daemon_threads = True
+    ThreadingHTTPServer(("127.0.0.1", port), Handler).serve_forever()
+
+
+# -- corpus, input, runs ------------------------------------------------------------------------------
+def make_corpus(workdir: Path, passages: int) -> tuple[Path, Path, list[str]]:
+    """The corpus folder (JSONL, one passage a line) and its index, built once; the passages."""
+    from bench_retrieval import make_passages
+
+    corpus, index = workdir / "corpus", workdir / "index.duckdb"
+    files = sorted(corpus.glob("*.jsonl")) if corpus.is_dir() else []
+    if not files:
+        corpus.mkdir(parents=True, exist_ok=True)
+        sources = [p for p in [REPO.parent / "shared" / "datasets"] if p.is_dir()]
+        texts = make_passages(sources, passages)
+        for k in range(0, len(texts), 10_000):
+            with open(corpus / f"part{k // 10_000:03d}.jsonl", "w", encoding="utf-8") as fh:
+                fh.writelines(json.dumps({"text": t}) + "\n" for t in texts[k:k + 10_000])
+        files = sorted(corpus.glob("*.jsonl"))
+    texts = [json.loads(line)["text"] for f in files for line in f.read_text(encoding="utf-8").splitlines()]
+    if not index.is_file():
+        from halucheck.retrieval import build_index
+
+        t0 = time.perf_counter()
+        report = build_index(corpus, index, progress=False)
+        print(json.dumps({"index_built_s": round(time.perf_counter() - t0, 1), "passages": report.chunks}), flush=True)
+    return corpus, index, texts
+
+
+def make_input(path: Path, texts: list[str], n: int, seed: int = 0) -> None:
+    """``n`` answers of three sentences from the corpus (every third with a changed number or word)."""
+    rng = random.Random(seed)
+    with open(path, "w", encoding="utf-8") as fh:
+        for i in range(n):
+            sentences = [rng.choice(texts).split(". ")[0].strip().rstrip(".")[:200] + "." for _ in range(3)]
+            if i % 3 == 0:
+                sentences[0] = re.sub(r"\d+", lambda m: str(int(m.group()) + 7), sentences[0]) if re.search(
+                    r"\d", sentences[0]) else "It is not " + sentences[0][0].lower() + sentences[0][1:]
+            fh.write(json.dumps({"id": f"a{i}", "question": f"Question {i}?", "answer": " ".join(sentences)}) + "\n")
+
+
+def start_stubs(n: int, base_port: int, latency: float, capacity: int) -> list[subprocess.Popen]:
+    procs = [subprocess.Popen([sys.executable, __file__, "stub", "--port", str(base_port + k), "--latency",
+                               str(latency), "--capacity", str(capacity)]) for k in range(n)]
+    import httpx
+
+    for k in range(n):
+        for _ in range(100):
+            try:
+                httpx.get(f"http://127.0.0.1:{base_port + k}/v1/models", timeout=1)
+                break
+            except httpx.HTTPError:
+                time.sleep(0.1)
+    return procs
+
+
+def run_once(workdir: Path, mode: str, n_stubs: int, answers: int, args, corpus: Path, index: Path) -> dict:
+    tag = f"{mode}-{n_stubs}"
+    config = workdir / f"models-{tag}.yaml"
+    urls = [f"http://127.0.0.1:{args.base_port + k}/v1" for k in range(n_stubs)]
+    config.write_text(json.dumps({"default": "stub", "profiles": {"stub": {
+        "engine": "vllm", "model": "stub", "base_url": urls, "max_concurrency": n_stubs * args.capacity * 2,
+        "timeout_s": 600}}}))
+    inp, out = workdir / f"answers-{answers}.jsonl", workdir / "runs" / tag
+    if not inp.is_file():
+        make_input(inp, args.texts, answers)
+    import shutil
+
+    shutil.rmtree(out, ignore_errors=True)
+    cmd = [sys.executable, "-c", "from halucheck.cli import app; app()", "run", "-i", str(inp), "-o", str(out),
+           "--corpus", str(corpus), "--index", str(index), "--config", str(config), "--quiet"]
+    if mode == "ray":
+        cmd += ["--ray", "--shard-answers", str(args.shard_answers)]
+    stubs = start_stubs(n_stubs, args.base_port, args.latency, args.capacity)
+    try:
+        t0 = time.perf_counter()
+        done = subprocess.run(cmd, capture_output=True, text=True, check=False)
+        wall = time.perf_counter() - t0
+    finally:
+        for p in stubs:
+            p.kill()
+            p.wait()
+    if done.returncode not in (0, 3):
+        raise SystemExit(f"{tag}: halucheck run failed ({done.returncode}): {done.stderr[-1500:]}")
+    import duckdb
+
+    con = duckdb.connect(str(out / "run.duckdb"), read_only=True)
+    summary = json.loads(con.execute("SELECT value FROM meta WHERE key = 'last_summary'").fetchone()[0])
+    calls = con.execute("SELECT sum(calls) FROM stage_stats WHERE pass IS NULL").fetchone()[0]
+    claims = con.execute("SELECT count(*) FROM claims").fetchone()[0]
+    con.close()
+    capacity_rps = n_stubs * args.capacity / args.latency
+    row = {"mode": mode, "stubs": n_stubs, "answers": answers, "claims": claims, "undecided": summary["undecided"],
+           "llm_calls": int(calls or 0), "run_wall_s": summary["wall_s"], "process_wall_s": round(wall, 1),
+           "answers_per_s": round(answers / summary["wall_s"], 3),
+           "calls_per_s": round((calls or 0) / summary["wall_s"], 2), "stub_capacity_calls_per_s": capacity_rps,
+           "stub_utilisation": round((calls or 0) / summary["wall_s"] / capacity_rps, 2)}
+    print(json.dumps(row), flush=True)
+    return row
+
+
+def main() -> None:
+    if len(sys.argv) > 1 and sys.argv[1] == "stub":
+        ap = argparse.ArgumentParser()
+        ap.add_argument("stub")
+        ap.add_argument("--port", type=int, required=True)
+        ap.add_argument("--latency", type=float, default=1.0)
+        ap.add_argument("--capacity", type=int, default=4)
+        a = ap.parse_args()
+        serve_stub(a.port, a.latency, a.capacity)
+        return
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--workdir", type=Path, default=Path("/tmp/halucheck-scale"))
+    ap.add_argument("--passages", type=int, default=100_000)
+    ap.add_argument("--stubs", default="1,2,4,8")
+    ap.add_argument("--mode", default="single,ray", help="single, ray or both (comma-separated)")
+    ap.add_argument("--answers-per-stub", type=int, default=24, help="answers per run = this x stubs")
+    ap.add_argument("--latency", type=float, default=1.0, help="seconds a stub takes per request")
+    ap.add_argument("--capacity", type=int, default=4, help="requests a stub serves at once")
+    ap.add_argument("--shard-answers", type=int, default=8)
+    ap.add_argument("--base-port", type=int, default=8101)
+    args = ap.parse_args()
+    args.workdir.mkdir(parents=True, exist_ok=True)
+    corpus, index, args.texts = make_corpus(args.workdir, args.passages)
+    rows = []
+    for mode in args.mode.split(","):
+        for n in [int(x) for x in args.stubs.split(",")]:
+            rows.append(run_once(args.workdir, mode, n, args.answers_per_stub * n, args, corpus, index))
+    print(f"\n{'mode':<7} {'stubs':>5} {'answers':>7} {'calls':>6} {'answers/s':>9} {'calls/s':>8} "
+          f"{'stub cap.':>9} {'used':>5} {'vs 1 stub':>9}")
+    for r in rows:
+        base = next(b for b in rows if b["mode"] == r["mode"] and b["stubs"] == min(
+            x["stubs"] for x in rows if x["mode"] == r["mode"]))
+        scale = r["answers_per_s"] / base["answers_per_s"] / (r["stubs"] / base["stubs"])
+        print(f"{r['mode']:<7} {r['stubs']:>5} {r['answers']:>7} {r['llm_calls']:>6} {r['answers_per_s']:>9.2f} "
+              f"{r['calls_per_s']:>8.1f} {r['stub_capacity_calls_per_s']:>9.1f} {r['stub_utilisation']:>5.2f} "
+              f"{scale:>8.2f}x")
+
+
+if __name__ == "__main__":
+    main()
