@@ -133,6 +133,15 @@ def test_items_with_work_names_every_kind_of_unfinished_item(tmp_path, monkeypat
         store.close()
 
 
+def test_without_ray_the_flag_says_how_to_install_it(monkeypatch):
+    from halucheck import cluster
+    from halucheck.errors import ConfigError
+
+    monkeypatch.setitem(sys.modules, "ray", None)  # `import ray` fails as if it were not installed
+    with pytest.raises(ConfigError, match=r"pip install 'halucheck\[ray\]'"):
+        cluster.check_installed()
+
+
 # -- on a local Ray cluster ---------------------------------------------------------------------------------
 ray = pytest.importorskip("ray", reason="Ray is not installed (pip install 'halucheck[ray]')")
 
