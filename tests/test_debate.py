@@ -116,7 +116,7 @@ def test_the_leader_reads_both_stances_whole_with_their_checks():
     assert v.factuality is False and v.error_severity == 4
 
 
-def test_a_side_without_a_verified_quote_loses_without_a_leader_call():
+def test_an_attack_without_a_verified_quote_fails_without_a_leader_call_and_a_void_defence_goes_to_the_leader():
     # the Skeptic invents its quote: void, and the standing verdict stays without asking the Leader
     engine = scripted(initial=True, finding="contradicted", not_factual_quotes=("The tower stands in Berlin",))
     v = run(engine, max_rounds=2)
@@ -125,10 +125,14 @@ def test_a_side_without_a_verified_quote_loses_without_a_leader_call():
     assert skeptic.void and not skeptic.counts and leader.role == "leader" and leader.winner == "trust"
     assert "has no verified quote" in leader.opinion and leader.completion_tokens == 0
     assert v.factuality is True and v.consensus
-    # the Trust side invents its quote: the Skeptic wins without a call
+    # the Trust side invents its quote: void, but only a Leader moves the verdict, so it is asked
     engine = scripted(initial=True, factual_quotes=("The Eiffel Tower is in Berlin, Germany",))
     v = run(engine, min_rounds=1, max_rounds=1)
-    assert v.factuality is False and v.chain[-1].winner == "skeptic" and len(engine.requests) == 3
+    assert v.chain[2].role == "trust" and v.chain[2].void
+    assert [r.tag for r in engine.requests][-1] == "debate:leader" and len(engine.requests) == 4
+    assert v.factuality is False and v.chain[-1].winner == "skeptic" and v.chain[-1].completion_tokens > 0
+    engine = scripted(initial=True, leader="trust", factual_quotes=("The Eiffel Tower is in Berlin, Germany",))
+    assert run(engine, min_rounds=1, max_rounds=1).factuality is True  # the Leader may keep it standing
 
 
 def test_leader_in_both_orders_is_asked_twice_and_averaged():

@@ -55,7 +55,7 @@ def test_quotes_and_their_checks_reach_results_and_the_report(tmp_path, scripted
         pipe.close()
     result = json.loads((tmp_path / "out" / "results.jsonl").read_text().splitlines()[0])
     claim = result["claims"][0]
-    # the Trust side's invented quote is void: the Skeptic wins without a Leader call
+    # the Trust side's invented quote is void; the Leader, reading both checks, names the Skeptic
     assert claim["factuality"] is False and result["hallucinated"] is True
     chain = claim["chain"]
     skeptic = next(t for t in chain if t["role"] == "skeptic")
@@ -63,7 +63,7 @@ def test_quotes_and_their_checks_reach_results_and_the_report(tmp_path, scripted
     assert skeptic["quotes"] == [{"text": "a wrought-iron lattice tower in Paris, France", "verified": True,
                                   "passage": 1}]
     assert trust["void"] is True and trust["quotes"][0]["verified"] is False
-    assert chain[-1]["winner"] == "skeptic" and "without a Leader call" in chain[-1]["opinion"]
+    assert chain[-1]["role"] == "leader" and chain[-1]["winner"] == "skeptic" and chain[-1]["completion_tokens"] > 0
     html = (tmp_path / "out" / "report.html").read_text()
     assert "✔" in html and "verified in passage [1]" in html
     assert "✘" in html and "not verified: not in the passages word for word" in html

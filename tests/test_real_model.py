@@ -28,7 +28,7 @@ def model_ready():
 def check_chain(chain, min_rounds, max_rounds):
     """The debate's rules on a real chain: S0 gives the standing verdict; each round Trust defends it and the
     Skeptic attacks it in the state the policy picks (S2, Skeptic first, after "factual"), each with checked
-    quotes; the Leader's winner (or a walkover when a side has no verified quote) sets the next standing
+    quotes; the Leader's winner (or a walkover when the attack has no verified quote) sets the next standing
     verdict. Returns the final standing verdict."""
     assert chain[0]["state"] == "S0" and chain[0]["role"] == "initial" and chain[0]["factuality"] is not None
     standing, rounds, k = chain[0]["factuality"], 0, 1
@@ -52,7 +52,8 @@ def check_chain(chain, min_rounds, max_rounds):
             k += 1
         assert leaders
         counts = {r: t["factuality"] is not None and not t.get("void") for r, t in by_role.items()}
-        if not all(counts.values()):  # a walkover: no call, the side without a verified quote loses
+        trust_ok = by_role["trust"]["factuality"] is not None
+        if not (counts["skeptic"] and trust_ok):  # no call: a void attack fails, a failed defence loses
             assert len(leaders) == 1 and leaders[0]["p_factual"] is None and leaders[0]["completion_tokens"] == 0
             assert leaders[0]["winner"] == ("trust" if not counts["skeptic"] else "skeptic")
         for t in leaders:

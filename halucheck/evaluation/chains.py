@@ -17,7 +17,7 @@ Definitions (per dataset, over the items the debate decided):
   ``to_factual``, each ``{"right": n, "wrong": n}``;
 - ``quotes`` / ``verified_quote_share``: quotes the Trust and Skeptic stances gave, and the share of them
   that passed their check; ``stances`` / ``void_share``: stances, and the share with no verified quote;
-- ``leader_calls`` / ``walkovers``: Leader calls made, and rounds decided without one (a void side);
+- ``leader_calls`` / ``walkovers``: Leader calls made, and rounds decided without one (a void attack, or a defence with no valid reply);
   ``leader_order_agreement``: with the Leader asked in both orders, the share of rounds whose two calls
   named the same winner (its position bias: 1.0 = none);
 - ``completion_tokens_per_turn``: mean reply length in tokens; ``repaired``: turns whose severity was

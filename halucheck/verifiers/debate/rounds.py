@@ -5,7 +5,10 @@ Trust defends the standing verdict and Skeptic attacks it, each with checked quo
 first, S2 the Skeptic, chosen from the standing verdict by the transition policy (the seed's states,
 with Trust and Skeptic trusting and doubting the *verdict*, so the chain can move either way). Each side
 argues from the passages alone (shown the other's stance, a 1.5B model copies its quotes); the Leader
-reads both, in the order they spoke, and names a winner, whose verdict becomes the standing one; a side with no verified quote (void) or no valid reply loses without a Leader call.
+reads both, in the order they spoke, with their quote checks, and names a winner, whose verdict becomes the
+standing one. Only a Leader moves the verdict: an attack with no verified quote (void) or no valid reply
+fails without a Leader call, but a void defence still goes to the Leader (on Factcheck-GPT dev, the attacks
+that won against a void defence without one were wrong 24 times in 29).
 The chain stops once an attack has failed (consensus on the standing verdict) and ``min_rounds`` have
 run, or after ``max_rounds``. The verdict is the standing one; its score is ``score.py``'s.
 
@@ -61,7 +64,7 @@ def debate(claim: Claim, evidence: Sequence[Evidence], cfg: DebateConfig = Debat
             sides[role] = yield AgentCall(role, state, argues=standing if role == "trust" else not standing)
         chain += list(sides.values())
         trust, skeptic = sides["trust"], sides["skeptic"]
-        if trust.counts and skeptic.counts:
+        if skeptic.counts and trust.ok:  # a checked attack against a defence, void or not: the Leader decides
             leaders = []
             for swapped in (False, True)[: 2 if cfg.leader_both_orders else 1]:
                 heard = tuple(sides.values())  # in the order they spoke; ``swapped``: the other order
@@ -74,7 +77,7 @@ def debate(claim: Claim, evidence: Sequence[Evidence], cfg: DebateConfig = Debat
             p_factual = sum(t.p_factual for t in decided) / len(decided)
             p_standing = p_factual if standing else 1.0 - p_factual
             verdict = standing if p_standing >= 0.5 else not standing  # a tie goes to the defender
-        else:  # a side without a verified quote (or a valid reply) loses without a call
+        else:  # an attack without a verified quote fails, a defence with no valid reply loses: no call
             verdict = standing if not skeptic.counts else not standing
             chain.append(Turn(state, "leader", _walkover(trust, skeptic), verdict, None,
                               winner="trust" if verdict == standing else "skeptic"))
@@ -87,11 +90,10 @@ def debate(claim: Claim, evidence: Sequence[Evidence], cfg: DebateConfig = Debat
 
 
 def _walkover(trust: Turn, skeptic: Turn) -> str:
-    why = {t.role: ("gave no valid reply" if not t.ok else "has no verified quote") for t in (trust, skeptic)
-           if not t.counts}
-    if "skeptic" in why:
-        return f"The Skeptic agent {why['skeptic']}: the standing verdict stays, without a Leader call."
-    return f"The Trust agent {why['trust']}: the Skeptic agent wins without a Leader call."
+    if not skeptic.counts:
+        why = "gave no valid reply" if not skeptic.ok else "has no verified quote"
+        return f"The Skeptic agent {why}: the standing verdict stays, without a Leader call."
+    return "The Trust agent gave no valid reply: the Skeptic agent wins without a Leader call."
 
 
 def make_verdict(chain: list[Turn], standing: bool | None, rounds: int, consensus: bool) -> Verdict:
