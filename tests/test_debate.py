@@ -135,6 +135,25 @@ def test_an_attack_without_a_verified_quote_fails_without_a_leader_call_and_a_vo
     assert run(engine, min_rounds=1, max_rounds=1).factuality is True  # the Leader may keep it standing
 
 
+def test_one_leader_names_the_verdict_even_when_its_token_was_unsure():
+    """A Leader whose winner token had under even odds (its P is clamped to 0.5) still decides: the verdict
+    is the winner's, never the defender's by a tie."""
+    from halucheck.records import Turn
+    from halucheck.verifiers.debate.rounds import debate
+
+    chain = debate(Claim(CLAIM), EVIDENCE, DebateConfig(min_rounds=1, max_rounds=1))
+    call = next(chain)
+    answers = {"initial": Turn("S0", "initial", "fine", True, 0, p_factual=0.9),
+               "skeptic": Turn("S2", "skeptic", "no", False, 4), "trust": Turn("S2", "trust", "yes", True, 0),
+               "leader": Turn("S2", "leader", "the quote", False, None, p_factual=0.5, winner="skeptic")}
+    try:
+        while True:
+            call = chain.send(answers[call.role])
+    except StopIteration as stop:
+        verdict = stop.value
+    assert verdict.factuality is False and verdict.chain[-1].winner == "skeptic"
+
+
 def test_leader_in_both_orders_is_asked_twice_and_averaged():
     seen = []
 

@@ -61,9 +61,11 @@ def check_chain(chain, min_rounds, max_rounds):
                 assert t["winner"] in ("trust", "skeptic")
                 assert t["factuality"] == (standing if t["winner"] == "trust" else not standing)
         decided = [t for t in leaders if t["factuality"] is not None]
-        if decided:
-            standing = decided[-1]["factuality"] if len(decided) == 1 else standing if \
-                sum(t["p_factual"] for t in decided) / len(decided) >= 0.5 else not standing
+        if len({t["factuality"] for t in decided}) == 1:  # one winner named: the verdict is the winner's
+            standing = decided[0]["factuality"]
+        elif decided:  # the two orders disagree: their mean P(factual), a tie to the defender
+            p = sum(t["p_factual"] for t in decided) / len(decided)
+            standing = standing if (p if standing else 1 - p) >= 0.5 else not standing
         rounds += 1
     assert min_rounds <= rounds <= max_rounds
     return standing

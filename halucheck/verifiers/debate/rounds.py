@@ -74,9 +74,11 @@ def debate(claim: Claim, evidence: Sequence[Evidence], cfg: DebateConfig = Debat
             if not decided:  # no valid Leader: nothing moves (the failed turn is retried on a rerun)
                 rounds += 1
                 break
-            p_factual = sum(t.p_factual for t in decided) / len(decided)
-            p_standing = p_factual if standing else 1.0 - p_factual
-            verdict = standing if p_standing >= 0.5 else not standing  # a tie goes to the defender
+            if len({t.factuality for t in decided}) == 1:  # the Leader (both orders agreeing) named a winner
+                verdict = bool(decided[0].factuality)
+            else:  # the two orders named different winners: their token probabilities, a tie to the defender
+                p_factual = sum(t.p_factual for t in decided) / len(decided)
+                verdict = standing if (p_factual if standing else 1.0 - p_factual) >= 0.5 else not standing
         else:  # an attack without a verified quote fails, a defence with no valid reply loses: no call
             verdict = standing if not skeptic.counts else not standing
             chain.append(Turn(state, "leader", _walkover(trust, skeptic), verdict, None,
