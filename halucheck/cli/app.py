@@ -99,7 +99,8 @@ Prompts = Annotated[str, typer.Option("--prompts", help="Debate prompts: " + " o
 
 
 BothOrders = Annotated[bool, typer.Option("--leader-both-orders", metavar="", help="Debate: ask the Leader with "
-                                          "the two stances in both orders and average (one more call a round).")]
+                                          "the two stances in both orders; where they disagree, their token "
+                                          "probabilities decide (one more call a round).")]
 
 
 def debate_config(policy: str, min_rounds: int, max_rounds: int, prompts: str, both_orders: bool = False) -> DebateConfig:
