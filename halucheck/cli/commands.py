@@ -129,7 +129,7 @@ def run(
     config: Config = None,
     quiet: bool = Flag("--quiet", help="No progress bars."),
     ray: bool = Flag("--ray", help="Run the answers in shards on a Ray cluster: a local one, or the one at "
-                     "--ray-address (needs `pip install 'halucheck[ray]'`)."),
+                     "--ray-address (needs `pip install 'halucheck\\[ray]'`)."),
     ray_address: Optional[str] = typer.Option(None, "--ray-address", help="With --ray: a running cluster's address "
                                               "(`ray start --head` prints it; default: $RAY_ADDRESS, else a local "
                                               "cluster)."),
