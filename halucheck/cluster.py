@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from halucheck.errors import ConfigError, HalucheckError
+from halucheck.ingest import file_sha256
 
 if TYPE_CHECKING:
     from halucheck.config import RunOptions, Settings
@@ -74,14 +75,6 @@ def check_installed() -> None:
     _ray()
 
 
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
-
-
 def shards_of(items: list[int], size: int) -> list[tuple[int, ...]]:
     """``items`` (indexes with work left) grouped by the fixed blocks ``[k*size, (k+1)*size)`` they fall in:
     a shard is named by its block, the same in every run of this input, so a shard's database left by a
@@ -113,7 +106,7 @@ class ShardWorker:
             return None
         if self._index_path is None:
             own = Path(self.index.path)
-            if own.is_file() and _sha256(own) == self.index.sha256:
+            if own.is_file() and file_sha256(own) == self.index.sha256:
                 self._index_path = own
             else:
                 import ray
@@ -178,7 +171,7 @@ def process(pipe: Pipeline, items: list[tuple[int, Item]], cluster: ClusterOptio
     try:
         index = None
         if index_file is not None:
-            index = IndexCopy(str(index_file.resolve()), _sha256(index_file), [ray.put(index_file.read_bytes())])
+            index = IndexCopy(str(index_file.resolve()), file_sha256(index_file), [ray.put(index_file.read_bytes())])
         n = cluster.workers or max(1, int(ray.cluster_resources().get("CPU", 1) // cluster.cpus_per_worker))
         actor = ray.remote(ShardWorker).options(
             num_cpus=cluster.cpus_per_worker, num_gpus=cluster.gpus_per_worker,
