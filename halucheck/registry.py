@@ -18,6 +18,12 @@ from halucheck.errors import ConfigError, HalucheckError
 T = TypeVar("T")
 
 
+def import_path(path: str):
+    """The object a ``"module:attr"`` path names, its module imported now."""
+    module, _, attr = path.partition(":")
+    return getattr(importlib.import_module(module), attr)
+
+
 class Registry(Mapping[str, T], Generic[T]):
     """Name -> entry, in registration order; ``"module:attr"`` entries are imported on first lookup."""
 
@@ -45,8 +51,7 @@ class Registry(Mapping[str, T], Generic[T]):
             raise self.error(f"unknown {self.kind} {name!r}.{hint} Available: {', '.join(self._entries)}"
                              f"{self.hint}") from None
         if isinstance(target, str):
-            module, _, attr = target.partition(":")
-            target = self._entries[name] = getattr(importlib.import_module(module), attr)
+            target = self._entries[name] = import_path(target)
         return target
 
     def __iter__(self) -> Iterator[str]:
@@ -72,4 +77,4 @@ class Registry(Mapping[str, T], Generic[T]):
 
 Factory = Callable[..., T]
 
-__all__ = ["Factory", "Registry"]
+__all__ = ["Factory", "Registry", "import_path"]

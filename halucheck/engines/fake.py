@@ -100,10 +100,9 @@ class FakeEngine(Engine):
                 self.queue.extend(json.loads(line) for line in fh if line.strip())
         self.reply_overrides = dict(reply or {})
         if isinstance(responder, str):  # "module:function", e.g. from a models.yaml profile
-            import importlib
+            from halucheck.registry import import_path
 
-            module, _, attr = responder.partition(":")
-            responder = getattr(importlib.import_module(module), attr)
+            responder = import_path(responder)
         self.responder = responder
         self.max_batch = int(max_batch)
         self.step_latency = tuple(step_latency) if step_latency else None
