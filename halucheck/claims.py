@@ -14,9 +14,11 @@ from typing import TYPE_CHECKING, Sequence
 from halucheck.engines.base import Request, SamplingParams
 from halucheck.prompts import load as load_prompts
 from halucheck.text import sentence_spans, word_spans
+from halucheck.verifiers.tools.program import is_math_question, result_claim
 
 if TYPE_CHECKING:
     from halucheck.engines.base import Engine
+    from halucheck.verifiers.tools.program import FinalResult
     from halucheck.verifiers.tools.sources import SourceNames
 
 FILTER_SCHEMA = {
@@ -260,7 +262,9 @@ def claims_of_answers(answers: Sequence[tuple[str | None, str, int | None]], eng
     one is dropped. With ``sources`` (a corpus to look them up in: True, or better the names of its documents,
     :class:`halucheck.verifiers.tools.sources.SourceNames`, so that ``(source: Q3 report (draft) v2.md)`` is
     read as the corpus spells it), every document the answer names as its source (``(source: products.md)``,
-    :func:`halucheck.verifiers.tools.sources.find_sources`) is a claim of kind ``source``.
+    :func:`halucheck.verifiers.tools.sources.find_sources`) is a claim of kind ``source``. An answer to a math
+    question (:func:`halucheck.verifiers.tools.program.is_math_question`) gets its final result as a claim of
+    kind ``result`` (checked by program), and its other claims are sorted by :func:`math_claims`.
     A failed call fails its whole answer."""
     out = [AnswerClaims() for _ in answers]
     work = []  # (answer index, sentence, needs the filter, context for the extractor)
@@ -310,7 +314,14 @@ def claims_of_answers(answers: Sequence[tuple[str | None, str, int | None]], eng
                          "(raise --max-claims to check more)")
             kept = kept[:max(0, max_claims - len(calcs))]
             calcs = calcs[:max_claims]
-        a.claims += [(c, None, *locate(c, answer, within=seg), "knowledge") for c, seg in kept]
+        if is_math_question(question := answers[i][0], prose[i]):
+            kept, result = math_claims(question, prose[i], kept)
+            if result is not None:
+                a.claims.append((result_claim(result), question, result.start, result.end, "result"))
+            kinds = "premise"
+        else:
+            kinds = "knowledge"
+        a.claims += [(c, None, *locate(c, answer, within=seg), kinds) for c, seg in kept]
         a.claims += [(text, None, s, e, "calculation") for text, s, e in calcs]
         a.claims += [(text, None, s, e, "citation") for text, s, e, _ in cites]
         if sources:
@@ -320,6 +331,39 @@ def claims_of_answers(answers: Sequence[tuple[str | None, str, int | None]], eng
             a.claims += [(r.name, None, r.start, r.end, "source") for r in find_sources(prose[i], names)]
         a.claims.sort(key=lambda c: c[2])
     return out, filtered + extracted
+
+
+def math_claims(question: str, answer: str, kept: list[tuple[str, Segment]]
+                ) -> tuple[list[tuple[str, Segment]], "FinalResult | None"]:
+    """A math answer's extracted claims, sorted by what decides them, and its final result.
+
+    A claim from a sentence that writes out a calculation, or that states the final result, is dropped: the
+    calculation check and the program check decide that sentence, a model judging it closed-book would only
+    guess. So is a claim with a number the question does not have (a derived step, "so 12 apples are left"):
+    the question cannot confirm it, and a wrong step shows in the final result. The claims left restate the
+    question's premises ("each box holds 125 items"): they are checked against the question (kind ``premise``)."""
+    from halucheck.verifiers.tools.arith import find_calculations
+    from halucheck.verifiers.tools.program import final_result
+
+    result = final_result(answer)
+    given = _numbers(question)
+    out = []
+    for claim, seg in kept:
+        if find_calculations(seg.text) or (result is not None and seg.start <= result.start < seg.end):
+            continue
+        if _numbers(claim) - given:
+            continue
+        out.append((claim, seg))
+    return out, result
+
+
+def _numbers(text: str) -> set[str]:
+    """The numbers written in ``text``, without separators and signs (``$1,200.50`` -> ``1200.5``)."""
+    out = set()
+    for m in re.finditer(r"\d[\d,]*(?:\.\d+)?", text):
+        n = m.group().replace(",", "")
+        out.add(n.rstrip("0").rstrip(".") if "." in n else n)
+    return out
 
 
 _CODE_BLOCK = re.compile(r"```[\w+-]*[ \t]*\n(.*?)```", re.DOTALL)

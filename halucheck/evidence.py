@@ -140,6 +140,14 @@ class EvidenceSources:
         return self._context[1]
 
 
+QUESTION_SOURCE = "question"  # the source of the one passage a premise claim is checked against
+
+
+def question_evidence(question: str | None) -> list[Evidence]:
+    """A premise claim's evidence: the question it restates, as one passage (none without a question)."""
+    return [Evidence(question.strip(), QUESTION_SOURCE, 0, len(question.strip()))] if question and question.strip() else []
+
+
 def fuse(ranked_lists: list[list[Evidence]], k: int) -> list[Evidence]:
     """Merge the ranked hits of several queries: dedupe by location, order by reciprocal rank fusion."""
     from halucheck.retrieval.fuse import rrf
@@ -157,4 +165,4 @@ def fuse(ranked_lists: list[list[Evidence]], k: int) -> list[Evidence]:
             for key, score in rrf(keyed, limit=k)]
 
 
-__all__ = ["EvidenceSources", "fuse"]
+__all__ = ["QUESTION_SOURCE", "EvidenceSources", "fuse", "question_evidence"]

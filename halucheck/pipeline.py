@@ -18,7 +18,7 @@ from halucheck import claims as claim_stages
 from halucheck.config import RunOptions, Settings, VerifierOptions
 from halucheck.engines.cache import CachingEngine
 from halucheck.engines.pool import EnginePool
-from halucheck.evidence import EvidenceSources
+from halucheck.evidence import EvidenceSources, question_evidence
 from halucheck.errors import InputError
 from halucheck.inputs import Item, read_input_bytes, read_items, truncation_point
 from halucheck.records import Check, Claim
@@ -253,8 +253,9 @@ class Pipeline:
 
     # -- stage 2: queries and evidence ------------------------------------------------------------
     def gather_evidence(self, items: list[tuple[int, Item]]) -> None:
-        # a calculation is checked by evaluating it: it needs no queries and no passages
+        # a calculation is checked by evaluating it, a math answer's result by programs: no queries, no passages
         self.store.mark_evidence_done(kind="calculation")
+        self.store.mark_evidence_done(kind="result")
         if self.opts.bibliography is not None:  # looked up in the bibliography, not searched for
             self.store.mark_evidence_done(kind="citation")
         by_idx = dict(items)
@@ -262,6 +263,10 @@ class Pipeline:
         if sources:
             self.store.save_evidence_batch([(cid, [], self.evidence.of_source(text)) for cid, _, text, *_ in sources],
                                            [], [])
+        premises = self.store.claims_without_evidence(kind="premise")  # a math answer restating its question
+        if premises:
+            self.store.save_evidence_batch([(cid, [], question_evidence(by_idx[idx].question))
+                                            for cid, idx, *_ in premises if idx in by_idx], [], [])
         rows = self.store.claims_without_evidence()
         if not rows:
             return

@@ -28,14 +28,15 @@ class Evidence:
         return {"source": self.source, "start": self.start, "end": self.end, "text": self.text}
 
 
-Kind = Literal["knowledge", "calculation", "citation", "code", "source"]
+Kind = Literal["knowledge", "premise", "calculation", "result", "citation", "code", "source"]
 
 
 @dataclass(frozen=True)
 class Claim:
     """One atomic, checkable statement (or a question + answer pair for short QA). ``kind`` routes it: a
-    ``calculation`` (``48 x 125 = 6000``) or a ``citation`` goes to its tool checker, ``knowledge`` to
-    the chosen verifier."""
+    ``calculation`` (``48 x 125 = 6000``), a math answer's final ``result`` (checked by program), ``code`` or a
+    ``citation`` goes to its tool checker; ``knowledge`` to the chosen verifier, with evidence from the corpus;
+    a ``premise`` (a math answer restating its question) to the chosen verifier, with the question as evidence."""
 
     text: str
     question: str | None = None
@@ -228,6 +229,12 @@ class Cost:
                 self.prompt_tokens += r.prompt_tokens
                 self.completion_tokens += r.completion_tokens
                 self.cached_tokens += r.cached_tokens
+
+    def merged(self, other: "Cost") -> "Cost":
+        """This cost and ``other`` together (one verifier called twice in one run)."""
+        return Cost(*(getattr(self, f) + getattr(other, f) for f in
+                      ("claims", "llm_calls", "prompt_tokens", "completion_tokens", "cached_tokens", "failed_calls",
+                       "wall_s")))
 
     def as_metrics(self) -> dict:
         """The cost as metrics.json of ``halucheck eval`` keeps it (its keys are read back by ``--compare``)."""

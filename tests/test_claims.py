@@ -66,3 +66,19 @@ def test_a_100000_character_word_is_cut_like_many_words():
     cut = truncation_point(huge)
     assert cut == len("Paris is in France. ") + (MAX_ANSWER_WORDS - 4) * MAX_WORD_CHARS
     assert truncation_point("word " * 10) is None
+
+
+def test_a_math_answer_keeps_only_its_premises_as_claims_for_a_model():
+    from halucheck.claims import Segment, math_claims, sentences
+
+    question = "A shop sells 12 pens a day at $1.50 each. How much does it earn in 30 days?"
+    answer = "It sells 12 pens a day. Each pen costs $1.50, so a day brings 18 dollars. 18 x 30 = 540. It earns $540."
+    segs = sentences(answer)
+    found = [("The shop sells 12 pens a day.", segs[0]), ("A pen costs $1.50.", segs[1]),
+             ("A day brings 18 dollars.", segs[1]), ("18 x 30 = 540.", segs[2]), ("The shop earns $540.", segs[3]),
+             ("The shop sells pens.", Segment("It sells pens.", 0, 14))]
+    kept, result = math_claims(question, answer, found)
+    # the premises (numbers all in the question) stay; the derived step (18), the calculation and the
+    # sentence of the final result are left to the calculation and program checks
+    assert [c for c, _ in kept] == ["The shop sells 12 pens a day.", "A pen costs $1.50.", "The shop sells pens."]
+    assert answer[result.start:result.end] == "$540"

@@ -114,8 +114,10 @@ def test_stages_and_aggregation(tmp_path, engine):
     assert tower["counts"] == {"claims": 2, "false": 1, "true": 1, "undecided": 0}
     berlin = tower["claims"][0]
     assert berlin["factuality"] is False and berlin["chain"][0]["role"] == "initial"
-    # the chain's score is stored and read back: a sure "not factual" chain scores near 1
-    assert berlin["p_hallucinated"] > 0.95 and tower["claims"][1]["p_hallucinated"] < 0.05
+    # the chain's score is stored and read back; with no evidence at all (no corpus, no context) it rests on
+    # the model's prior alone, so a sure "not factual" chain is drawn towards 0.5: never confident
+    assert berlin["basis"] == "closed-book" and berlin["confidence"] <= 0.6
+    assert 0.59 < berlin["p_hallucinated"] <= 0.6 and 0.4 <= tower["claims"][1]["p_hallucinated"] < 0.41
     assert tower["score"] >= berlin["p_hallucinated"]
     assert berlin["queries"][:2] == ["The Eiffel Tower is in Berlin.", "about The Eiffel Tower is in Berlin."]
     # the claim is located in the answer where it came from
@@ -323,8 +325,9 @@ def test_run_with_a_judge_and_with_a_cascade(tmp_path, engine):
                for c in claims.values())
     berlin = claims["The Eiffel Tower is in Berlin."]
     assert berlin["factuality"] is False and berlin["error_severity"] is None  # judges do not rate severity
-    assert berlin["p_hallucinated"] == pytest.approx(0.99) and berlin["chain"][0]["opinion"] == "compared"
-    assert claims["It was completed in 1889."]["p_hallucinated"] == pytest.approx(0.4)
+    # closed-book (no evidence): drawn towards 0.5, 0.5 + 0.2 (p - 0.5)
+    assert berlin["p_hallucinated"] == pytest.approx(0.598) and berlin["chain"][0]["opinion"] == "compared"
+    assert claims["It was completed in 1889."]["p_hallucinated"] == pytest.approx(0.48)
     assert set(summary["stages"]) == {"claims", "queries", "selfcheck"}
     assert {r["id"]: r["hallucinated"] for r in results} == {"tower": True, "short": False, "chat": True}
     # a judge rates no severity: the answers it finds hallucinated have none, not severity 0
@@ -489,10 +492,12 @@ def test_cited_file_names_with_spaces_and_parentheses_are_found_in_the_corpus(tm
     assert {e["source"] for e in cited["evidence"]} == {str(docs.resolve() / "Q3 report (draft) v2.md")}
 
 
-def test_a_stored_calibrator_gives_every_model_claim_its_calibrated_probability(tmp_path, engine, monkeypatch):
+def test_a_stored_calibrator_gives_every_model_claim_its_calibrated_probability(tmp_path, engine, monkeypatch,
+                                                                                with_context):
     from halucheck.verifiers import calibration
 
     monkeypatch.setenv("HALUCHECK_HOME", str(tmp_path / "home"))
+    ANSWERS = with_context  # verdicts on evidence: a closed-book one is never calibrated (never confident)
     summary, plain = run(tmp_path, write_input(tmp_path, ANSWERS), out="plain")
     assert summary["calibration"].startswith("uncalibrated")
     assert all(c["calibrated"] is False and "p_raw" not in c for r in plain for c in r["claims"])
@@ -581,3 +586,56 @@ def test_a_calibrators_diagram_from_a_file_can_never_run_in_the_report(tmp_path,
     assert "alert(" not in html and "<script>alert" not in html and "onload=" not in html
     src = html.split('src="data:image/svg+xml;base64,', 1)[1].split('"', 1)[0]
     assert base64.b64decode(src).decode() == evil  # shown as the image it is, nothing else
+
+
+def test_a_math_answer_gets_its_result_checked_by_program_and_its_premises_against_the_question(tmp_path, engine):
+    """Nothing in a right math answer is judged closed-book: the calculation is evaluated, the final result is
+    compared with programs run in the sandbox, a premise is checked against the question, a derived step is
+    left to those checks; a wrong answer's result is flagged with the program that gave the reference."""
+    from halucheck.verifiers.tools import sandbox
+
+    if sandbox.available() is not None:
+        pytest.skip(sandbox.available())
+    question = "A factory packs 48 boxes with 125 items in each box. How many items does it pack?"
+    shown = []
+
+    def math_responder(request):
+        if request.tag == "program:solve":
+            assert "6000" not in request.messages[-1]["content"] and "5800" not in request.messages[-1]["content"]
+            return {"code": "boxes = 48\nper_box = 125\nprint(boxes * per_box)\n"}
+        if request.tag.startswith("claims:"):
+            return responder(request)
+        shown.append(request.messages[-1]["content"])  # the judge: every claim it sees, with its evidence
+        return {"reasoning": "checked", "factuality": "Berlin" not in read_statement(request.messages[-1]["content"])}
+
+    engine["engine"] = FakeEngine(responder=math_responder, max_batch=16)
+    answers = [{"id": "right", "question": question,
+                "answer": "Each box holds 125 items. 48 x 125 = 6000. So the factory packs 6000 items."},
+               {"id": "wrong", "question": question,
+                "answer": "Each box holds 125 items. So the factory packs 5800 items."}]
+    summary, results = run(tmp_path, write_input(tmp_path, answers), verifier="selfcheck")
+    right, wrong = results
+    assert right["hallucinated"] is False and wrong["hallucinated"] is True
+    by_kind = {c["verifier"]: c for c in right["claims"]}
+    assert set(by_kind) == {"arith", "program", "selfcheck"}  # no claim of the result sentence is judged again
+    result = by_kind["program"]
+    assert result["basis"] == "tool" and result["factuality"] is True
+    s, e = result["span"]
+    assert right["answer"][s:e] == "6000" and right["answer"].rindex("6000") == s
+    premise = by_kind["selfcheck"]
+    assert premise["text"] == "Each box holds 125 items." and premise["basis"] == "question"
+    assert [ev["source"] for ev in premise["evidence"]] == ["question"] and premise["queries"] == []
+    assert len(shown) == 1 and "48 boxes with 125 items" in shown[0]  # one premise (twice), the question its evidence
+    flagged = next(c for c in wrong["claims"] if c["verifier"] == "program")
+    assert flagged["factuality"] is False and flagged["error_severity"] == 2
+    assert "print(boxes * per_box)" in flagged["chain"][0]["opinion"]
+    html = (tmp_path / "run" / "report.html").read_text()
+    assert "per_box = 125" in html and "rests on a tool check" in html and "rests on the question" in html
+    assert "queries" not in summary["stages"]  # nothing was searched for
+
+
+def test_a_claim_without_any_evidence_is_never_confidently_false(tmp_path, engine):
+    summary, results = run(tmp_path, write_input(tmp_path, ANSWERS[:1]), verifier="selfcheck")
+    berlin = results[0]["claims"][0]
+    assert berlin["factuality"] is False and berlin["basis"] == "closed-book"
+    assert berlin["confidence"] <= 0.6 and 0.5 < berlin["p_hallucinated"] <= 0.6

@@ -70,6 +70,7 @@ def check(
         from halucheck.config import VerifierOptions, nli_model_path
         from halucheck.records import Check, Claim
         from halucheck.verifiers import calibration, get_verifier
+        from halucheck.verifiers.base import CLOSED_BOOK_MAX_CONFIDENCE, closed_book
 
         options = VerifierOptions(debate=debate_config(policy, min_rounds, max_rounds, prompts, leader_both_orders), band=band_of(band),
                                   nli_model=nli_model_path(nli_model, config) if "nli" in verifier.split(",") else None)
@@ -78,8 +79,8 @@ def check(
         passages = _read_evidence(evidence, evidence_file)
         settings = settings_of(config, profile, role) if v.uses_llm else None
         if not passages:
-            typer.echo("note: no evidence given; the claim is judged on the model's own knowledge (--evidence TEXT)",
-                       err=True)
+            typer.echo("note: no evidence given; the claim is judged on the model's own knowledge, so the verdict is "
+                       f"at most {CLOSED_BOOK_MAX_CONFIDENCE:.0%} confident and not calibrated (--evidence TEXT)", err=True)
         from halucheck.engines.pool import EnginePool
 
         prof = settings.profile_for("initial") if settings else None
@@ -92,6 +93,8 @@ def check(
         else:
             with EnginePool(settings) as engines:
                 verdict = v.verify([one], engines)[0]
+        if not passages:  # the model's prior alone: never a confident verdict
+            verdict, cal = closed_book(verdict), None
     except HalucheckError as exc:
         fail(str(exc))
     if as_json:

@@ -29,6 +29,7 @@ class ClaimJSON(TypedDict, total=False):
     confidence: float
     p_hallucinated: float | None  # the verifier's probability that the claim is not factual
     verifier: str  # the verifier that decided (in a cascade, the last stage that saw the claim)
+    basis: str  # what the verdict rests on: tool, evidence, question or closed-book (basis_of)
     calibrated: bool  # p_hallucinated went through the run's calibrator (`halucheck calibrate`)
     p_raw: float | None  # the verifier's own P(hallucinated), when calibrated
     calibrated_decision: bool | None  # hallucinated? by the calibrator's threshold; None: in its undecided band
@@ -84,7 +85,19 @@ def aggregate(claims: list[ClaimJSON]) -> dict:
     }
 
 
-TOOL_CHECKS = ("arith", "citation", "source")  # deterministic checkers: their P(hallucinated) is not recalibrated
+TOOL_CHECKS = ("arith", "citation", "source", "code", "program")  # checked by a tool, not judged by a model
+
+
+def basis_of(kind: str, evidence: list, verdict) -> str:
+    """What a claim's verdict rests on: ``tool`` (a calculation evaluated, programs or code run, a citation
+    or document looked up), ``question`` (a premise checked against the question), ``evidence`` (passages),
+    or ``closed-book`` (no evidence at all: the model's prior alone, never confident). Only verdicts on
+    ``evidence`` or the ``question`` go through the run's calibrator."""
+    if verdict is not None and verdict.verifier in TOOL_CHECKS:
+        return "tool"
+    if not evidence:
+        return "closed-book"
+    return "question" if kind == "premise" else "evidence"
 
 
 def run_calibrator(store: "RunStore"):
@@ -117,10 +130,11 @@ def build_results(store: "RunStore") -> list[ResultJSON]:
     out: list[tuple[int, ResultJSON]] = []
     for idx, item_id, line, question, answer, claims_done in store.items():
         rows = claims_by_item.get(idx, [])
-        cov = coverage.measure(answer, [(text, s, e) for _, text, _, s, e in rows])
+        cov = coverage.measure(answer, [(text, s, e) for _, text, _, s, e, _ in rows])
         claims: list[ClaimJSON] = []
-        for (cid, text, cq, s, e), span in zip(rows, cov.spans):
+        for (cid, text, cq, s, e, kind), span in zip(rows, cov.spans):
             v: Verdict | None = verdicts.get(cid)
+            basis = basis_of(kind, evidence.get(cid, []), v)
             c: ClaimJSON = {
                 "text": f"{cq} {text}" if cq else text,
                 "factuality": v.factuality if v else None,
@@ -128,13 +142,14 @@ def build_results(store: "RunStore") -> list[ResultJSON]:
                 "confidence": round(v.confidence, 4) if v else 0.0,
                 "p_hallucinated": round(v.p_hallucinated, 4) if v and v.p_hallucinated is not None else None,
                 "verifier": v.verifier if v else None,
+                "basis": basis,
                 "evidence": cited(evidence.get(cid, []), v.chain if v else []),
                 "chain": [t.to_dict() for t in v.chain] if v else [],
                 "span": list(span),
                 "sentence": [s, e],
                 "queries": queries.get(cid, []),
             }
-            recalibrated = v is not None and v.verifier not in TOOL_CHECKS
+            recalibrated = v is not None and basis in ("evidence", "question")
             c.update(calibrated_fields(cal if recalibrated else None, c["p_hallucinated"]))
             if v is None:
                 c["error"] = errors_by_claim.get(cid, "not checked yet (run the same command again)")

@@ -525,9 +525,9 @@ class RunStore:
         return self.query("SELECT idx, id, line, question, answer, claims_done FROM items ORDER BY idx")
 
     def claims(self) -> list[tuple]:
-        """(item_idx, claim_id, text, question, span_start, span_end) of every claim, in answer order."""
-        return self.query("SELECT item_idx, claim_id, text, question, span_start, span_end FROM claims "
-                          "ORDER BY item_idx, ordinal")
+        """(item_idx, claim_id, text, question, span_start, span_end, kind) of every claim, in answer order."""
+        return self.query("SELECT item_idx, claim_id, text, question, span_start, span_end, "
+                          "coalesce(kind, 'knowledge') FROM claims ORDER BY item_idx, ordinal")
 
     def item_errors(self) -> list[tuple]:
         """(item_idx, claim_id, stage, message) of the errors that belong to an item."""

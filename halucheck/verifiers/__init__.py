@@ -7,7 +7,8 @@ Registry (``halucheck run --verifier`` and ``halucheck eval --verifier`` take th
 - ``debate``: the Markov-chain multi-agent debate (``verifiers/debate/``).
 - ``collab-cal``: Collaborative Calibration (``verifiers/collab.py``).
 - ``nli``: a local CrossEncoder NLI model, no LLM (``verifiers/nli.py``).
-- ``arith``, ``citation``, ``code``, ``source``: tool checks (``verifiers/tools/``), which ``run`` routes
+- ``arith``, ``citation``, ``code``, ``program``, ``source``: tool checks (``math``: a whole math answer's
+  calculations and final result together, for ``eval`` on responses) (``verifiers/tools/``), which ``run`` routes
   claims of their kind to (:func:`routed`).
 
 ``"a,b[,c]"`` names a cascade of registered verifiers (``verifiers/cascade.py``).
@@ -38,6 +39,8 @@ VERIFIERS.register("nli", "halucheck.verifiers.nli:NLI")
 VERIFIERS.register("arith", "halucheck.verifiers.tools.arith:ArithVerifier")
 VERIFIERS.register("citation", "halucheck.verifiers.tools.citations.verifier:CitationVerifier")
 VERIFIERS.register("code", "halucheck.verifiers.tools.code:CodeCheck")
+VERIFIERS.register("program", "halucheck.verifiers.tools.program:ProgramCheck")
+VERIFIERS.register("math", "halucheck.verifiers.tools.program:MathAnswer")
 VERIFIERS.register("source", "halucheck.verifiers.tools.sources:SourceVerifier")
 
 register = VERIFIERS.register

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import re
 import uuid
+from dataclasses import replace
 from typing import TYPE_CHECKING, Callable, Sequence
 
 from halucheck.config import VerifierOptions
@@ -70,6 +71,20 @@ class Verifier:
         calls, so an engine never mixes up two calls' prefixes); release them when their calls are over."""
         run = uuid.uuid4().hex[:12]
         return [f"{self.name}:{run}:{i}" for i in range(n)]
+
+
+CLOSED_BOOK_MAX_CONFIDENCE = 0.6
+
+
+def closed_book(v: Verdict) -> Verdict:
+    """A verdict on a claim with no evidence at all rests on the model's prior alone: never confident. Its
+    P(hallucinated) is drawn towards 0.5 (``0.5 + 0.2 (p - 0.5)``: same side, same order of claims, so the
+    decision and AUROC are unchanged) and its confidence is at most :data:`CLOSED_BOOK_MAX_CONFIDENCE`."""
+    if v.factuality is None:
+        return v
+    shrink = 2 * (CLOSED_BOOK_MAX_CONFIDENCE - 0.5)
+    p = None if v.p_hallucinated is None else 0.5 + shrink * (v.p_hallucinated - 0.5)
+    return replace(v, p_hallucinated=p, confidence=min(v.confidence, CLOSED_BOOK_MAX_CONFIDENCE))
 
 
 def verdict_from_score(name: str, hallucinated: bool, p_hallucinated: float, turn) -> Verdict:

@@ -15,7 +15,7 @@ from typing import Callable, Sequence
 from halucheck.config import DEFAULT_BAND, VerifierOptions
 from halucheck.errors import ConfigError
 from halucheck.records import Verdict
-from halucheck.verifiers.base import Verifier
+from halucheck.verifiers.base import Verifier, closed_book
 
 class Cascade(Verifier):
     """Verifiers in order; each later one sees only the claims the one before is unsure of."""
@@ -77,15 +77,18 @@ class Cascade(Verifier):
 
 class Routed(Verifier):
     """Claims of a tool-checkable kind go to their checker (:data:`CHECKERS`), every other claim to ``main``:
-    a calculation is evaluated, never judged by a model; code is run against independent solutions in the
-    sandbox (where there is none, with a note, to ``main``); a corpus document named as the answer's source
+    a calculation is evaluated, never judged by a model; a math answer's final result is compared with
+    programs the model writes for the question; code is run against independent solutions in the
+    sandbox (where there is no sandbox, with a note, to ``main``); a result for which the programs found no
+    majority goes on to ``main``, its chain kept. ``main``'s verdicts on claims with no evidence at all are
+    :func:`~halucheck.verifiers.base.closed_book` (never confident); a corpus document named as the answer's source
     is looked up in the corpus (``halucheck.verifiers.tools.sources``). Citations go to their checker only with a
     bibliography (``--bibliography``); without one they go to ``main`` too."""
 
     # claim kind -> (its checker, the option it needs; without it those claims go to ``main``)
-    CHECKERS = {"calculation": ("arith", None), "citation": ("citation", "bibliography"), "code": ("code", None),
-                "source": ("source", None)}
-    OPTIONAL = ("code",)  # a checker that may be unavailable here (no sandbox): its claims go to ``main``
+    CHECKERS = {"calculation": ("arith", None), "result": ("program", None), "citation": ("citation", "bibliography"),
+                "code": ("code", None), "source": ("source", None)}
+    OPTIONAL = ("code", "result")  # a checker that may be unavailable here (no sandbox): its claims go to ``main``
 
     def __init__(self, main: Verifier, make: Callable[[str, VerifierOptions], Verifier],
                  options: VerifierOptions | None = None) -> None:
@@ -130,15 +133,36 @@ class Routed(Verifier):
             verifier = self.checkers.get(kind, self.main)
 
             def emit(j: int, v: Verdict, idx=idx) -> None:
+                if verifier is self.main and not checks[idx[j]].evidence:
+                    v = closed_book(v)
                 if on_verdict is not None:
                     on_verdict(idx[j], v)
 
+            # a checker that may abstain hands its verdicts over once those it abstained on are decided
+            abstains = hasattr(verifier, "abstained")
             out = verifier.verify([checks[i] for i in idx], engines if verifier.uses_llm else None,
-                                  on_verdict=emit, on_call=on_call)
-            self.costs.update(verifier.costs)
+                                  on_verdict=None if abstains else emit, on_call=on_call)
+            self._add_costs(verifier.costs)
+            if verifier is self.main:
+                out = [closed_book(v) if not checks[i].evidence else v for i, v in zip(idx, out)]
+            elif abstains:
+                again = sorted(verifier.abstained)  # no reference: the main verifier decides, the chain kept
+                decided = self.main.verify([checks[idx[j]] for j in again], engines, on_call=on_call) if again else []
+                if again:
+                    self._add_costs(self.main.costs)
+                for j, v in zip(again, decided):
+                    v = closed_book(v) if not checks[idx[j]].evidence else v
+                    out[j] = replace(v, chain=out[j].chain + v.chain)
+                for j, v in enumerate(out):
+                    if on_verdict is not None:
+                        on_verdict(idx[j], v)
             for i, v in zip(idx, out):
                 verdicts[i] = v
         return verdicts  # type: ignore[return-value]
+
+    def _add_costs(self, costs: dict) -> None:
+        for name, c in costs.items():
+            self.costs[name] = self.costs[name].merged(c) if name in self.costs else c
 
 
 __all__ = ["Cascade", "Routed"]

@@ -1,0 +1,394 @@
+"""Math answers checked by program: the question solved independently, the answer's final result compared.
+
+A written calculation (``48 x 125 = 5800``) is checked by :mod:`halucheck.verifiers.tools.arith`; a wrong
+*reasoning* with right arithmetic (a wrong equation set up from the question) is not. So a math answer's
+final result is a claim of its own (kind ``result``, made by :func:`halucheck.claims.claims_of_answers`
+for an answer :func:`is_math_question` recognises), and :class:`ProgramCheck` (``--verifier program``)
+checks it the way FacTool's and the program-of-thought papers do:
+
+1. **Programs.** From the question alone, never the answer, the model writes a Python program that prints
+   the result (``prompts/program.yaml``), :attr:`ProgramCheck.samples` of them at
+   ``VerifierOptions.sample_temperature`` with a seed apiece. Identical requests (answers to the same
+   question) are sent once.
+2. **Execution.** Every program runs in the bubblewrap sandbox (:func:`halucheck.verifiers.tools.sandbox.run_python`,
+   :data:`LIMITS`); its output's last number is its vote. Nothing is run in this process.
+3. **Reference.** The value more than half of the programs asked for print (:func:`reference_of`; values
+   equal to 12 significant digits count as one). Without such a majority, :attr:`ProgramCheck.more`
+   programs more are asked for, up to :attr:`ProgramCheck.max_samples` (the first majority stops it).
+4. **Verdict.** The claimed result matches the reference within the precision it is written with (as a
+   calculation's result: :func:`halucheck.verifiers.tools.arith.check`; ``15%`` also as 15): factual;
+   else not factual, with a calculation's severity for its relative error
+   (:func:`halucheck.verifiers.tools.arith.severity_of`). P(hallucinated) rests on the programs' agreement
+   a (votes for the reference over programs asked): ``0.5 + 0.45 a`` when it differs, ``0.5 - 0.45 a``
+   when it matches. No majority at all: the check **abstains** (a verdict without factuality, its index in
+   :attr:`ProgramCheck.abstained`), and ``run`` passes the claim on to the main verifier with the
+   programs' disagreement in its chain.
+
+The trace is one turn (state S0, verifier ``program``) with every program's output, the reference and its
+votes, the comparison, and the first program that printed the reference, so the report shows what was run.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field, replace
+from decimal import Decimal, InvalidOperation
+from typing import TYPE_CHECKING, Sequence
+
+from halucheck.engines.base import Request, Result, SamplingParams
+from halucheck.errors import ConfigError
+from halucheck.prompts import load as load_prompts
+from halucheck.records import Check, Claim, Turn, Verdict
+from halucheck.verifiers.base import Cost, Verifier, failed_verdict
+from halucheck.verifiers.tools import sandbox
+from halucheck.verifiers.tools.arith import check as check_calculation
+from halucheck.verifiers.tools.arith import find_calculations, severity_of
+
+if TYPE_CHECKING:
+    from halucheck.engines.pool import EnginePool
+
+ROLE = "initial"
+SEED_STEP = 100  # program j is sampled with seed + SEED_STEP * (j + 1)
+MAX_PROGRAM_CHARS = 4000
+LIMITS = sandbox.Limits(wall_s=10.0, cpu_s=5.0, memory_mb=256, output_bytes=100_000)
+
+NUMBER = r"[-−]?(?:[$€£¥₹]\s?)?(?:\d{1,3}(?:,\d{3})+(?![\d])|\d+)(?:\.\d+)?(?:\s?%)?"
+_NUMBER = re.compile(rf"(?<![\w.]){NUMBER}")
+_FINAL = [  # where an answer states its final result, most explicit first (the last such place counts)
+    re.compile(rf"\\boxed\{{\s*(?P<n>{NUMBER})\s*\}}"),
+    re.compile(rf"####\s*(?P<n>{NUMBER})"),
+    re.compile(rf"\b(?:final\s+answer|the\s+answer|answer)\s*(?:is|:|=|would\s+be|will\s+be)\s*"
+               rf"(?:\*\*|approximately\s+|about\s+)?(?P<n>{NUMBER})", re.IGNORECASE),
+]
+_UNIT = re.compile(r"\s*([A-Za-z][A-Za-z/]*(?:\s+(?:per|an|a)\s+[A-Za-z]+)?)")
+_QUANTITY_QUESTION = re.compile(
+    r"\b(how\s+(?:many|much|long|far|fast|old|often|tall|heavy|big)|calculate|compute|what\s+percent(?:age)?|"
+    r"what\s+(?:is|was|will\s+be|are)\s+(?:the\s+)?(?:total|sum|number|amount|cost|price|average|percentage|"
+    r"value|area|volume|speed|difference|product|ratio|profit|result))\b", re.IGNORECASE)
+_YEAR = re.compile(r"^(1[0-9]|20)\d\d$")
+
+
+@dataclass(frozen=True)
+class FinalResult:
+    """The number an answer gives as its result: as written (``$26,823,825``), its offsets, the unit after it."""
+
+    text: str
+    start: int
+    end: int
+    unit: str = ""
+
+
+def final_result(answer: str) -> FinalResult | None:
+    """The answer's final result: the last ``\\boxed{}``, ``#### N`` or "the answer is N", else the last
+    number of the last sentence (or line) that has one; None when the answer has no number."""
+    for pattern in _FINAL:
+        found = list(pattern.finditer(answer))
+        if found:
+            m = found[-1]
+            return _result(answer, m.start("n"), m.end("n"))
+    numbers = list(_NUMBER.finditer(answer))
+    if not numbers:
+        return None
+    m = numbers[-1]
+    return _result(answer, m.start(), m.end())
+
+
+def _result(answer: str, start: int, end: int) -> FinalResult:
+    unit = _UNIT.match(answer, end)
+    return FinalResult(answer[start:end].strip(), start, end, unit.group(1) if unit else "")
+
+
+def is_math_question(question: str | None, answer: str) -> bool:
+    """Whether ``answer`` answers a math question, so its final result is checked by program: the question
+    has a number (a year alone does not count) and either asks for a quantity ("how many", "what is the
+    total", "calculate") with two numbers or more, or the answer writes out a calculation."""
+    if not question or final_result(answer) is None:
+        return False
+    numbers = [m.group().strip("$€£¥₹% ") for m in _NUMBER.finditer(question)]
+    numbers = [n for n in numbers if not _YEAR.match(n)]
+    if not numbers:
+        return False
+    return (len(numbers) >= 2 and bool(_QUANTITY_QUESTION.search(question))) or bool(find_calculations(answer))
+
+
+def result_claim(result: FinalResult) -> str:
+    """The text of a ``result`` claim: what the answer gives as its final result."""
+    return f"The final answer is {result.text}{' ' + result.unit if result.unit else ''}."
+
+
+def claimed_of(text: str) -> str | None:
+    """The number a ``result`` claim states (its first number)."""
+    m = _NUMBER.search(text)
+    return m.group().strip() if m else None
+
+
+def value_of(output: str) -> str | None:
+    """A program's vote: the last number it printed, canonical (integers in full, other values to 12
+    significant digits), or None."""
+    found = re.findall(r"[-−]?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?", output.replace(",", ""))
+    if not found:
+        return None
+    try:
+        d = Decimal(found[-1].replace("−", "-"))
+    except InvalidOperation:
+        return None
+    if not d.is_finite():
+        return None
+    if d == d.to_integral_value():
+        return str(int(d))
+    rounded = Decimal(format(d, ".12g"))
+    return str(int(rounded)) if rounded == rounded.to_integral_value() else format(rounded.normalize(), "f")
+
+
+def reference_of(votes: Sequence[str | None], asked: int) -> tuple[str | None, int]:
+    """(the value more than half of the ``asked`` programs printed, its votes), else (None, top votes)."""
+    counted = Counter(v for v in votes if v is not None)
+    if not counted:
+        return None, 0
+    value, n = counted.most_common(1)[0]
+    return (value if 2 * n > asked else None), n
+
+
+@dataclass
+class _Problem:
+    """One claim's work: the question, the claimed result, the programs asked for and what they printed."""
+
+    question: str
+    claimed: str
+    unit: str
+    requests: list[int] = field(default_factory=list)  # indices into the unique requests, one per program
+    programs: list[str | None] = field(default_factory=list)
+    votes: list[str | None] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)  # per program: what went wrong, or ""
+
+
+class ProgramCheck(Verifier):
+    """``program``: a math answer's final result against the majority of model-written programs run in the
+    sandbox (see the module docstring)."""
+
+    name = "program"
+    uses_llm = True
+    samples = 3  # programs asked for first
+    more = 2  # asked for next, while no majority has formed
+    max_samples = 7
+    program_tokens = 512
+
+    def __init__(self, options=None) -> None:
+        super().__init__(options)
+        self.abstained: set[int] = set()
+
+    def least_calls(self) -> int:
+        return self.samples
+
+    def describe(self) -> dict:
+        return {"program": {"samples": self.samples, "more": self.more, "max_samples": self.max_samples,
+                            "sample_temperature": self.options.sample_temperature,
+                            "p_hallucinated": "differs: 0.5 + 0.45 * agreement; matches: 0.5 - 0.45 * agreement"}}
+
+    def check(self) -> None:
+        reason = sandbox.available()
+        if reason is not None:
+            raise ConfigError(f"the program check runs code only in the bubblewrap sandbox, unavailable here: {reason}")
+
+    def _request(self, question: str, j: int) -> Request:
+        p = load_prompts("program")["solve"]
+        schema = {"type": "object", "additionalProperties": False, "required": ["code"],
+                  "properties": {"code": {"type": "string"}}}
+        sampling = SamplingParams(temperature=max(self.options.sample_temperature, 1e-3),
+                                  max_tokens=self.program_tokens, seed=self.options.seed + SEED_STEP * (j + 1))
+        return Request(messages=({"role": "system", "content": p["system"].render()},
+                                 {"role": "user", "content": p["task"].render(question=question.strip())}),
+                       schema=schema, sampling=sampling, tag="program:solve")
+
+    def verify(self, checks: Sequence[Check], engines: "EnginePool | None", on_verdict=None,
+               on_call=None) -> list[Verdict]:
+        self.check()  # never run anything unsandboxed
+        t0 = time.perf_counter()
+        cost = Cost(claims=len(checks))
+        self.abstained = set()
+        verdicts: list[Verdict | None] = [None] * len(checks)
+        problems: dict[int, _Problem] = {}
+        for i, c in enumerate(checks):
+            claimed = (c.meta or {}).get("answer") or claimed_of(c.claim.text)
+            if not c.claim.question or not c.claim.question.strip():
+                verdicts[i] = self._failed("the program check needs the question the answer solves")
+            elif claimed is None:
+                verdicts[i] = self._failed("no number in the claim to compare with the programs' result")
+            else:
+                unit = re.sub(r"^.*?" + re.escape(str(claimed)), "", c.claim.text, count=1).strip(" .") \
+                    if str(claimed) in c.claim.text else ""
+                problems[i] = _Problem(c.claim.question, str(claimed), unit)
+        results: list[Result] = []
+        asked = 0
+        while problems and asked < self.max_samples:
+            size = self.samples if asked == 0 else min(self.max_samples, asked + self.more)
+            todo = [i for i, w in problems.items() if asked == 0 or reference_of(w.votes, len(w.votes))[0] is None]
+            if not todo:
+                break
+            batch: list[Request] = []
+            unique: dict[str, int] = {}
+            for i in todo:
+                for j in range(asked, size):
+                    r = self._request(problems[i].question, j)
+                    problems[i].requests.append(len(results) + unique.setdefault(r.key(), len(batch)))
+                    if len(unique) > len(batch):
+                        batch.append(r)
+            results += engines.engine_for(ROLE).generate(batch) if batch else []
+            cost.add_results(results[len(results) - len(batch):])
+            self._run([(i, j) for i in todo for j in range(asked, size)], problems, results)
+            for i in todo:
+                if on_call is not None:
+                    for n in range(asked + 1, size + 1):
+                        on_call(n)
+            asked = size
+        for i, w in problems.items():
+            verdicts[i] = self._verdict(w, [results[k] for k in w.requests])
+            if verdicts[i].factuality is None:
+                self.abstained.add(i)
+        for i, v in enumerate(verdicts):
+            if on_verdict is not None:
+                on_verdict(i, v)  # type: ignore[arg-type]
+        cost.wall_s = time.perf_counter() - t0
+        self.costs = {self.name: cost}
+        return verdicts  # type: ignore[return-value]
+
+    def _run(self, jobs: list[tuple[int, int]], problems: dict[int, _Problem], results: list[Result]) -> None:
+        """Program j of each claim i in ``jobs``: read from its reply and run in the sandbox."""
+        for i, j in jobs:
+            w = problems[i]
+            res = results[w.requests[j]]
+            code = res.parsed.get("code") if res.ok and isinstance(res.parsed, dict) else None
+            if not isinstance(code, str) or not code.strip() or len(code) > MAX_PROGRAM_CHARS:
+                w.programs.append(None)
+                w.notes.append("invalid reply" + (f" ({res.error})" if res.error else ""))
+            else:
+                w.programs.append(code)
+                w.notes.append("")
+            w.votes.append(None)
+
+        def one(job: tuple[int, int]) -> tuple[str | None, str]:
+            i, j = job
+            code = problems[i].programs[j]
+            if code is None:
+                return None, problems[i].notes[j]
+            run = sandbox.run_python(code, limits=LIMITS)
+            if not run.ok:
+                why = run.killed_reason or f"exit code {run.returncode}"
+                last = run.stderr.strip().splitlines()[-1:] if run.stderr.strip() else []
+                return None, f"failed ({why}{': ' + last[0][:120] if last else ''})"
+            vote = value_of(run.stdout)
+            return vote, "" if vote is not None else "printed no number"
+
+        with ThreadPoolExecutor(max_workers=2) as pool:
+            for (i, j), (vote, note) in zip(jobs, pool.map(one, jobs)):
+                problems[i].votes[j], problems[i].notes[j] = vote, note
+
+    def _verdict(self, w: _Problem, results: list[Result]) -> Verdict:
+        asked = len(w.votes)
+        ref, votes = reference_of(w.votes, asked)
+        shown = ", ".join(v if v is not None else f"none ({note})" for v, note in zip(w.votes, w.notes))
+        lines = [f"Solved the question independently: {asked} programs written by the model, run in the sandbox; "
+                 f"they printed {shown}."]
+        tokens = {"prompt_tokens": sum(r.prompt_tokens for r in results),
+                  "completion_tokens": sum(r.completion_tokens for r in results),
+                  "cached_tokens": sum(r.cached_tokens for r in results),
+                  "latency_s": max((r.latency_s for r in results), default=0.0),
+                  "capped": any(r.capped for r in results)}
+        if ref is None:
+            error = f"undecided: no result has a majority among the {asked} programs"
+            lines.append(f"No reference: no result has a majority (the commonest has {votes} of {asked}).")
+            turn = Turn(state="S0", role="initial", opinion="\n".join(lines), factuality=None, error_severity=None,
+                        error=error, verifier=self.name, **tokens)
+            return failed_verdict(self.name, error, turn)
+        outcome = check_calculation(ref, w.claimed)
+        if outcome.matches is False and w.claimed.rstrip().endswith("%"):  # "15%" where the programs print 15
+            plain = check_calculation(ref, w.claimed.rstrip().rstrip("%"))
+            outcome = plain if plain.matches else outcome
+        agreement = votes / asked
+        unit = f" {w.unit}" if w.unit else ""
+        if outcome.matches is None:
+            error = f"cannot compare {w.claimed} with the reference {ref}: {outcome.error}"
+            turn = Turn(state="S0", role="initial", opinion="\n".join(lines + [error]), factuality=None,
+                        error_severity=None, error=error, verifier=self.name, **tokens)
+            return failed_verdict(self.name, error, turn)
+        if outcome.matches:
+            factual, severity, p = True, 0, 0.5 - 0.45 * agreement
+            lines.append(f"Reference {ref} ({votes} of {asked} programs agree); the answer's final result "
+                         f"{w.claimed}{unit} matches it.")
+        else:
+            factual, severity, p = False, severity_of(outcome.relative_error or 0.0), 0.5 + 0.45 * agreement
+            rel = outcome.relative_error
+            off = "∞" if rel is None or rel == float("inf") else f"{rel * 100:.3g} %"
+            lines.append(f"Reference {ref} ({votes} of {asked} programs agree); the answer's final result "
+                         f"{w.claimed}{unit} differs from it (off by {off}).")
+        program = next(p for p, v in zip(w.programs, w.votes) if v == ref)
+        lines.append(f"A program that printed {ref}:\n{program.strip()}")
+        turn = Turn(state="S0", role="initial", opinion="\n".join(lines), factuality=factual, error_severity=severity,
+                    p_factual=1.0 - p, verifier=self.name, **tokens)
+        return Verdict(factuality=factual, error_severity=severity, confidence=max(p, 1.0 - p), chain=[turn],
+                       p_hallucinated=p, verifier=self.name)
+
+    def _failed(self, error: str) -> Verdict:
+        turn = Turn(state="S0", role="initial", opinion=error, factuality=None, error_severity=None, error=error,
+                    verifier=self.name)
+        return failed_verdict(self.name, error, turn)
+
+
+class MathAnswer(Verifier):
+    """``math``: a whole math answer checked by tools, FacTool's math check on a response: its written
+    calculations (:class:`~halucheck.verifiers.tools.arith.ArithVerifier`) and its final result (``meta["answer"]``,
+    else :func:`final_result` of the text) against the programs' reference (:class:`ProgramCheck`). Not factual
+    when either finds an error (the worse P(hallucinated) and severity); factual when every part that could
+    decide says so; no verdict when neither could (no calculation found and no majority among the programs)."""
+
+    name = "math"
+    uses_llm = True
+
+    def __init__(self, options=None) -> None:
+        from halucheck.verifiers.tools.arith import ArithVerifier
+
+        super().__init__(options)
+        self.arith, self.program = ArithVerifier(self.options), ProgramCheck(self.options)
+
+    def least_calls(self) -> int:
+        return self.program.least_calls()
+
+    def describe(self) -> dict:
+        return {**self.arith.describe(), **self.program.describe()}
+
+    def check(self) -> None:
+        self.program.check()
+
+    def verify(self, checks, engines, on_verdict=None, on_call=None):
+        calcs = self.arith.verify(checks)
+        results = []
+        for c in checks:
+            answer = (c.meta or {}).get("answer")
+            found = final_result(c.claim.text) if answer is None else None
+            text = result_claim(found) if found is not None else f"The final answer is {answer}."
+            results.append(Check(Claim(text, c.claim.question, "result"), meta={"answer": answer} if answer else {}))
+        solved = self.program.verify(results, engines, on_call=on_call)
+        self.costs = {"math": self.program.costs["program"].merged(self.arith.costs["arith"])}
+        out = []
+        for i, (a, p) in enumerate(zip(calcs, solved)):
+            decided = [v for v in (a, p) if v.factuality is not None]
+            if not decided:
+                v = failed_verdict(self.name, f"{a.error}; {p.error}", None)
+                v = replace(v, chain=a.chain + p.chain)
+            else:
+                wrong = [v for v in decided if v.factuality is False]
+                worst = max(wrong or decided, key=lambda v: v.p_hallucinated or 0.0)
+                severity = max((v.error_severity or 0 for v in wrong), default=0)
+                v = replace(worst, error_severity=severity, chain=a.chain + p.chain, verifier=self.name,
+                            factuality=not wrong)
+            out.append(v)
+            if on_verdict is not None:
+                on_verdict(i, v)
+        return out
+
+
+__all__ = ["FinalResult", "MathAnswer", "ProgramCheck", "final_result", "is_math_question", "reference_of", "result_claim",
+           "value_of"]

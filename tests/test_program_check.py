@@ -1,0 +1,128 @@
+"""The program check: a math answer's final result against the majority of model-written programs (a scripted
+engine) run in the sandbox; finding the final result; recognising a math question."""
+
+from itertools import count
+
+import pytest
+
+from halucheck.config import Settings
+from halucheck.engines import register
+from halucheck.engines.fake import FakeEngine
+from halucheck.engines.pool import EnginePool
+from halucheck.records import Check, Claim
+from halucheck.verifiers import get_verifier
+from halucheck.verifiers.tools import program as prog
+from halucheck.verifiers.tools import sandbox
+from halucheck.verifiers.tools.program import final_result, is_math_question, reference_of, value_of
+
+UNAVAILABLE = sandbox.available()
+needs_sandbox = pytest.mark.skipif(UNAVAILABLE is not None, reason=f"sandbox unavailable: {UNAVAILABLE}")
+_names = count()
+
+BOXES = "A factory packs 48 boxes with 125 items in each box. How many items does it pack?"
+RIGHT_PROGRAM = "boxes = 48\nper_box = 125\nprint(boxes * per_box)\n"
+WRONG_PROGRAM = "print(48 + 125)\n"
+
+
+def pool_with(engine):
+    name = f"program-scripted-{next(_names)}"
+    register(name, lambda model="", **kw: engine)
+    return EnginePool(Settings.from_dict({"profiles": {"p": {"engine": name}}}))
+
+
+def scripted(programs):
+    """Program j (by its seed) is ``programs[j]``; a program that is an Exception fails that request."""
+    def respond(request):
+        assert "5800" not in request.messages[-1]["content"]  # the model never sees the answer
+        reply = programs[request.sampling.seed // prog.SEED_STEP - 1]
+        return reply if isinstance(reply, Exception) else {"code": reply}
+    engine = FakeEngine(responder=respond)
+    return engine
+
+
+def run(claim_text, programs, question=BOXES):
+    verifier = get_verifier("program")
+    engine = scripted(programs)
+    verdicts = verifier.verify([Check(Claim(claim_text, question, "result"))], pool_with(engine))
+    return verifier, verdicts[0]
+
+
+def test_the_final_result_is_the_stated_answer_else_the_last_number():
+    assert final_result("48 x 125 = 6000. So the answer is 6,000 items, in 3 days.").text == "6,000"
+    assert final_result("x = 4\n#### 72").text == "72"
+    assert final_result(r"so $\boxed{15}$ apples, not 16") .text == "15"
+    r = final_result("Total meters = 5381445 x 60 = 322886700 meters\n")
+    assert (r.text, r.unit) == ("322886700", "meters")
+    answer = "Hence, Kylar needs to pay $26823825 for all the glasses."
+    r = final_result(answer)
+    assert answer[r.start:r.end] == "$26823825"
+    assert final_result("No numbers here.") is None
+
+
+def test_a_math_question_needs_numbers_and_a_quantity_or_a_calculation():
+    assert is_math_question(BOXES, "It packs 6000 items.")
+    assert is_math_question("James runs 3 sprints of 60 meters.", "3 x 60 = 180 meters.")
+    assert not is_math_question("How many moons did Jupiter have in 2020?", "It had 79 moons.")
+    assert not is_math_question("Who built the Eiffel Tower?", "Gustave Eiffel's company, in 1889.")
+    assert not is_math_question(None, "48 x 125 = 6000")
+    assert not is_math_question(BOXES, "It packs many items.")  # no result to compare
+
+
+def test_votes_are_canonical_and_a_reference_needs_more_than_half_of_the_programs():
+    assert value_of("The total is 6000.0\n") == "6000"
+    assert value_of("93.33333333333333") == "93.3333333333"
+    assert value_of("1,234") == "1234"
+    assert value_of("no number") is None
+    assert reference_of(["6000", "6000", "173"], 3) == ("6000", 2)
+    assert reference_of(["6000", "173", None], 3) == (None, 1)
+    assert reference_of(["6000", None, None], 3) == (None, 1)  # one of three is no majority
+
+
+@needs_sandbox
+def test_a_result_that_differs_from_the_programs_majority_is_not_factual_with_the_program_shown():
+    verifier, v = run("The final answer is 5800 items.", [RIGHT_PROGRAM, RIGHT_PROGRAM, WRONG_PROGRAM])
+    assert v.factuality is False and v.error_severity == 2  # off by 3.33 %
+    assert v.p_hallucinated == pytest.approx(0.5 + 0.45 * 2 / 3)
+    opinion = v.chain[0].opinion
+    assert "Reference 6000 (2 of 3 programs agree)" in opinion and "5800" in opinion
+    assert "per_box = 125" in opinion  # the program that gave the reference is in the trace
+    assert verifier.costs["program"].llm_calls == 3
+
+
+@needs_sandbox
+def test_a_right_result_is_factual_within_the_precision_it_is_written_with():
+    _, v = run("The final answer is 6,000.", [RIGHT_PROGRAM] * 3)
+    assert v.factuality is True and v.error_severity == 0 and v.p_hallucinated == pytest.approx(0.05)
+    third = "print(100 / 3)\n"
+    _, v = run("The final answer is 33.33.", [third] * 3, question="Split 100 apples among 3 people: how many each?")
+    assert v.factuality is True
+
+
+@needs_sandbox
+def test_without_a_majority_more_programs_are_asked_for_and_then_the_check_abstains():
+    # 6000, 173, crash: no majority of 3; the next two make 6000 a majority of 5 (3 votes)
+    programs = [RIGHT_PROGRAM, WRONG_PROGRAM, "raise SystemExit(1)\n", RIGHT_PROGRAM, RIGHT_PROGRAM, "", ""]
+    verifier, v = run("The final answer is 6000.", programs)
+    assert v.factuality is True and "3 of 5 programs agree" in v.chain[0].opinion
+    assert verifier.costs["program"].llm_calls == 5
+    scattered = ["print(1)\n", "print(2)\n", "print(3)\n", "print(4)\n", "print(5)\n", "print(6)\n", "print(7)\n"]
+    verifier, v = run("The final answer is 6000.", scattered)
+    assert v.factuality is None and "no result has a majority" in v.error
+    assert verifier.abstained == {0} and verifier.costs["program"].llm_calls == 7
+
+
+@needs_sandbox
+def test_a_program_that_escapes_nothing_and_prints_nothing_votes_for_nothing():
+    hostile = ("import socket, os\ns = socket.socket()\ntry:\n    s.connect(('1.1.1.1', 80))\n    print(6000)\n"
+               "except OSError:\n    pass\nopen('/etc/passwd', 'a')\n")
+    _, v = run("The final answer is 6000.", [hostile, RIGHT_PROGRAM, RIGHT_PROGRAM])
+    assert "they printed none (failed (exit code 1" in v.chain[0].opinion  # no network, no writable /etc
+    assert v.factuality is True and "2 of 3 programs agree" in v.chain[0].opinion
+
+
+def test_it_refuses_to_run_without_the_sandbox(monkeypatch):
+    monkeypatch.setattr(sandbox, "available", lambda: "bwrap missing")
+    from halucheck.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="sandbox"):
+        get_verifier("program").check()
