@@ -602,7 +602,7 @@ def test_a_math_answer_gets_its_result_checked_by_program_and_its_premises_again
     def math_responder(request):
         if request.tag == "program:solve":
             assert "6000" not in request.messages[-1]["content"] and "5800" not in request.messages[-1]["content"]
-            return {"code": "boxes = 48\nper_box = 125\nprint(boxes * per_box)\n"}
+            return "```python\nboxes = 48\nper_box = 125\nprint(boxes * per_box)\n```"
         if request.tag.startswith("claims:"):
             return responder(request)
         shown.append(request.messages[-1]["content"])  # the judge: every claim it sees, with its evidence

@@ -35,7 +35,7 @@ def scripted(programs):
     def respond(request):
         assert "5800" not in request.messages[-1]["content"]  # the model never sees the answer
         reply = programs[request.sampling.seed // prog.SEED_STEP - 1]
-        return reply if isinstance(reply, Exception) else {"code": reply}
+        return reply if isinstance(reply, Exception) else f"Here it is:\n```python\n{reply}```\n"
     engine = FakeEngine(responder=respond)
     return engine
 
@@ -73,9 +73,12 @@ def test_votes_are_canonical_and_a_reference_needs_more_than_half_of_the_program
     assert value_of("93.33333333333333") == "93.3333333333"
     assert value_of("1,234") == "1234"
     assert value_of("no number") is None
-    assert reference_of(["6000", "6000", "173"], 3) == ("6000", 2)
-    assert reference_of(["6000", "173", None], 3) == (None, 1)
-    assert reference_of(["6000", None, None], 3) == (None, 1)  # one of three is no majority
+    assert reference_of(["6000", "6000", "173"]) == ("6000", 2)
+    assert reference_of(["6000", "6000", None]) == ("6000", 2)  # a crash casts no vote
+    assert reference_of(["6000", "173", None]) == (None, 1)
+    assert reference_of(["6000", None, None]) == (None, 1)  # one vote is no majority
+    assert prog.program_text("Sure:\n```python\nprint(1)\n```\nDone.") == "print(1)"
+    assert prog.program_text("print(2)\n") == "print(2)" and prog.program_text("  ") is None
 
 
 @needs_sandbox
@@ -84,7 +87,7 @@ def test_a_result_that_differs_from_the_programs_majority_is_not_factual_with_th
     assert v.factuality is False and v.error_severity == 2  # off by 3.33 %
     assert v.p_hallucinated == pytest.approx(0.5 + 0.45 * 2 / 3)
     opinion = v.chain[0].opinion
-    assert "Reference 6000 (2 of 3 programs agree)" in opinion and "5800" in opinion
+    assert "Reference 6000 (2 of 3 results printed, 3 programs run)" in opinion and "5800" in opinion
     assert "per_box = 125" in opinion  # the program that gave the reference is in the trace
     assert verifier.costs["program"].llm_calls == 3
 
@@ -100,10 +103,10 @@ def test_a_right_result_is_factual_within_the_precision_it_is_written_with():
 
 @needs_sandbox
 def test_without_a_majority_more_programs_are_asked_for_and_then_the_check_abstains():
-    # 6000, 173, crash: no majority of 3; the next two make 6000 a majority of 5 (3 votes)
+    # 6000, 173, crash: no majority of the 2 printed; the next two make 6000 a majority (3 of 4)
     programs = [RIGHT_PROGRAM, WRONG_PROGRAM, "raise SystemExit(1)\n", RIGHT_PROGRAM, RIGHT_PROGRAM, "", ""]
     verifier, v = run("The final answer is 6000.", programs)
-    assert v.factuality is True and "3 of 5 programs agree" in v.chain[0].opinion
+    assert v.factuality is True and "3 of 4 results printed, 5 programs run" in v.chain[0].opinion
     assert verifier.costs["program"].llm_calls == 5
     scattered = ["print(1)\n", "print(2)\n", "print(3)\n", "print(4)\n", "print(5)\n", "print(6)\n", "print(7)\n"]
     verifier, v = run("The final answer is 6000.", scattered)
@@ -117,7 +120,7 @@ def test_a_program_that_escapes_nothing_and_prints_nothing_votes_for_nothing():
                "except OSError:\n    pass\nopen('/etc/passwd', 'a')\n")
     _, v = run("The final answer is 6000.", [hostile, RIGHT_PROGRAM, RIGHT_PROGRAM])
     assert "they printed none (failed (exit code 1" in v.chain[0].opinion  # no network, no writable /etc
-    assert v.factuality is True and "2 of 3 programs agree" in v.chain[0].opinion
+    assert v.factuality is True and "2 of 2 results printed, 3 programs run" in v.chain[0].opinion
 
 
 def test_it_refuses_to_run_without_the_sandbox(monkeypatch):

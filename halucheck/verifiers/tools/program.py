@@ -7,13 +7,15 @@ for an answer :func:`is_math_question` recognises), and :class:`ProgramCheck` (`
 checks it the way FacTool's and the program-of-thought papers do:
 
 1. **Programs.** From the question alone, never the answer, the model writes a Python program that prints
-   the result (``prompts/program.yaml``), :attr:`ProgramCheck.samples` of them at
+   the result (``prompts/program.yaml``; free text, the program its first code block: a small model writing
+   code inside a JSON string breaks it), :attr:`ProgramCheck.samples` of them at
    ``VerifierOptions.sample_temperature`` with a seed apiece. Identical requests (answers to the same
    question) are sent once.
 2. **Execution.** Every program runs in the bubblewrap sandbox (:func:`halucheck.verifiers.tools.sandbox.run_python`,
    :data:`LIMITS`); its output's last number is its vote. Nothing is run in this process.
-3. **Reference.** The value more than half of the programs asked for print (:func:`reference_of`; values
-   equal to 12 significant digits count as one). Without such a majority, :attr:`ProgramCheck.more`
+3. **Reference.** The value printed by more than half of the programs that printed a number, and by two at
+   least (:func:`reference_of`; values equal to 12 significant digits count as one; a program that crashed
+   casts no vote, but lowers the agreement below). Without such a majority, :attr:`ProgramCheck.more`
    programs more are asked for, up to :attr:`ProgramCheck.max_samples` (the first majority stops it).
 4. **Verdict.** The claimed result matches the reference within the precision it is written with (as a
    calculation's result: :func:`halucheck.verifiers.tools.arith.check`; ``15%`` also as 15): factual;
@@ -69,6 +71,7 @@ _QUANTITY_QUESTION = re.compile(
     r"what\s+(?:is|was|will\s+be|are)\s+(?:the\s+)?(?:total|sum|number|amount|cost|price|average|percentage|"
     r"value|area|volume|speed|difference|product|ratio|profit|result))\b", re.IGNORECASE)
 _YEAR = re.compile(r"^(1[0-9]|20)\d\d$")
+_FENCE = re.compile(r"```[ \t]*(?:python|py)?[ \t]*\n(.*?)(?:```|$)", re.DOTALL | re.IGNORECASE)
 
 
 @dataclass(frozen=True)
@@ -143,13 +146,21 @@ def value_of(output: str) -> str | None:
     return str(int(rounded)) if rounded == rounded.to_integral_value() else format(rounded.normalize(), "f")
 
 
-def reference_of(votes: Sequence[str | None], asked: int) -> tuple[str | None, int]:
-    """(the value more than half of the ``asked`` programs printed, its votes), else (None, top votes)."""
+def program_text(reply: str) -> str | None:
+    """The program in a reply: its first fenced code block, else the whole reply; None when empty."""
+    m = _FENCE.search(reply or "")
+    code = (m.group(1) if m else reply or "").strip("\n")
+    return code if code.strip() else None
+
+
+def reference_of(votes: Sequence[str | None]) -> tuple[str | None, int]:
+    """(the value printed by more than half of the programs that printed one, and by two at least; its votes),
+    else (None, the top value's votes). A program that crashed or printed no number casts no vote."""
     counted = Counter(v for v in votes if v is not None)
     if not counted:
         return None, 0
     value, n = counted.most_common(1)[0]
-    return (value if 2 * n > asked else None), n
+    return (value if n >= 2 and 2 * n > sum(counted.values()) else None), n
 
 
 @dataclass
@@ -195,13 +206,11 @@ class ProgramCheck(Verifier):
 
     def _request(self, question: str, j: int) -> Request:
         p = load_prompts("program")["solve"]
-        schema = {"type": "object", "additionalProperties": False, "required": ["code"],
-                  "properties": {"code": {"type": "string"}}}
         sampling = SamplingParams(temperature=max(self.options.sample_temperature, 1e-3),
                                   max_tokens=self.program_tokens, seed=self.options.seed + SEED_STEP * (j + 1))
         return Request(messages=({"role": "system", "content": p["system"].render()},
                                  {"role": "user", "content": p["task"].render(question=question.strip())}),
-                       schema=schema, sampling=sampling, tag="program:solve")
+                       sampling=sampling, tag="program:solve")
 
     def verify(self, checks: Sequence[Check], engines: "EnginePool | None", on_verdict=None,
                on_call=None) -> list[Verdict]:
@@ -225,7 +234,7 @@ class ProgramCheck(Verifier):
         asked = 0
         while problems and asked < self.max_samples:
             size = self.samples if asked == 0 else min(self.max_samples, asked + self.more)
-            todo = [i for i, w in problems.items() if asked == 0 or reference_of(w.votes, len(w.votes))[0] is None]
+            todo = [i for i, w in problems.items() if asked == 0 or reference_of(w.votes)[0] is None]
             if not todo:
                 break
             batch: list[Request] = []
@@ -260,8 +269,8 @@ class ProgramCheck(Verifier):
         for i, j in jobs:
             w = problems[i]
             res = results[w.requests[j]]
-            code = res.parsed.get("code") if res.ok and isinstance(res.parsed, dict) else None
-            if not isinstance(code, str) or not code.strip() or len(code) > MAX_PROGRAM_CHARS:
+            code = program_text(res.text) if res.ok else None
+            if not code or len(code) > MAX_PROGRAM_CHARS:
                 w.programs.append(None)
                 w.notes.append("invalid reply" + (f" ({res.error})" if res.error else ""))
             else:
@@ -288,7 +297,8 @@ class ProgramCheck(Verifier):
 
     def _verdict(self, w: _Problem, results: list[Result]) -> Verdict:
         asked = len(w.votes)
-        ref, votes = reference_of(w.votes, asked)
+        ref, votes = reference_of(w.votes)
+        cast = sum(v is not None for v in w.votes)
         shown = ", ".join(v if v is not None else f"none ({note})" for v, note in zip(w.votes, w.notes))
         lines = [f"Solved the question independently: {asked} programs written by the model, run in the sandbox; "
                  f"they printed {shown}."]
@@ -299,7 +309,7 @@ class ProgramCheck(Verifier):
                   "capped": any(r.capped for r in results)}
         if ref is None:
             error = f"undecided: no result has a majority among the {asked} programs"
-            lines.append(f"No reference: no result has a majority (the commonest has {votes} of {asked}).")
+            lines.append(f"No reference: no result has a majority (the commonest has {votes} of the {cast} printed).")
             turn = Turn(state="S0", role="initial", opinion="\n".join(lines), factuality=None, error_severity=None,
                         error=error, verifier=self.name, **tokens)
             return failed_verdict(self.name, error, turn)
@@ -316,14 +326,14 @@ class ProgramCheck(Verifier):
             return failed_verdict(self.name, error, turn)
         if outcome.matches:
             factual, severity, p = True, 0, 0.5 - 0.45 * agreement
-            lines.append(f"Reference {ref} ({votes} of {asked} programs agree); the answer's final result "
-                         f"{w.claimed}{unit} matches it.")
+            lines.append(f"Reference {ref} ({votes} of {cast} results printed, {asked} programs run); the answer's "
+                         f"final result {w.claimed}{unit} matches it.")
         else:
             factual, severity, p = False, severity_of(outcome.relative_error or 0.0), 0.5 + 0.45 * agreement
             rel = outcome.relative_error
             off = "∞" if rel is None or rel == float("inf") else f"{rel * 100:.3g} %"
-            lines.append(f"Reference {ref} ({votes} of {asked} programs agree); the answer's final result "
-                         f"{w.claimed}{unit} differs from it (off by {off}).")
+            lines.append(f"Reference {ref} ({votes} of {cast} results printed, {asked} programs run); the answer's "
+                         f"final result {w.claimed}{unit} differs from it (off by {off}).")
         program = next(p for p, v in zip(w.programs, w.votes) if v == ref)
         lines.append(f"A program that printed {ref}:\n{program.strip()}")
         turn = Turn(state="S0", role="initial", opinion="\n".join(lines), factuality=factual, error_severity=severity,
@@ -391,4 +401,4 @@ class MathAnswer(Verifier):
 
 
 __all__ = ["FinalResult", "MathAnswer", "ProgramCheck", "final_result", "is_math_question", "reference_of", "result_claim",
-           "value_of"]
+           "program_text", "value_of"]
