@@ -58,7 +58,7 @@ def scripted(inputs, solutions, by_task=None):
         if request.tag == "code:tests":
             return ins if isinstance(ins, str) else {"inputs": ins}
         reply = sols[request.sampling.seed // codecheck.SEED_STEP - 1]  # a retry adds 1 or 2 to the seed
-        return reply[4:] if reply.startswith("RAW:") else {"code": reply}
+        return reply[4:] if reply.startswith("RAW:") else f"```python\n{reply}```"
     return FakeEngine(responder=respond)
 
 
@@ -67,6 +67,8 @@ def code_claim(answer, task=COUNT_UP, **meta):
 
 
 def verify(checks, engine, **settings):
+    """The code check on ``checks``; only the first round of solutions unless ``max_solutions`` says more."""
+    settings.setdefault("max_solutions", 3)
     verifier = get_verifier("code")
     for key, value in settings.items():
         setattr(verifier, key, value)
@@ -182,12 +184,12 @@ def test_invalid_replies_are_handled_and_never_run():
     out = lines(v)
     assert "Ran the answer and 1 of 3 model-written solutions" in out[0]
     assert "Dropped 2 test inputs that are not literal arguments: x + 1; __import__" in out[0]
-    assert "solution 1: invalid reply (reply is not valid JSON" in out[0] and "solution 2: SyntaxError" in out[0]
+    assert "solution 1: SyntaxError" in out[0] and "solution 2: SyntaxError" in out[0]
     # the repeated input runs once; one valid solution of three is no majority: nothing is usable
     assert [ln.split(":")[0] for ln in out[1:-1]] == ["[1] count_up(3)", "[2] count_up(1)"]
     assert v.factuality is None and v.error.startswith("no usable test input")
     seeds = [r.sampling.seed for r in eng.requests if r.tag == "code:solution"]
-    assert seeds == [100, 200, 300, 102, 103]  # the bad reply was retried twice, with seeds of its own
+    assert seeds == [100, 200, 300]  # free text: a reply that is not code is no solution, not a retry
     # a tests reply that is not JSON (retried, then given up) is a failed verdict, never a crash
     eng = scripted("{oops", SOLUTIONS)
     _, (v,) = verify([code_claim(RIGHT)], eng)
@@ -197,7 +199,7 @@ def test_invalid_replies_are_handled_and_never_run():
 
 @needs_sandbox
 def test_two_valid_solutions_of_three_still_make_a_majority():
-    eng = scripted(["2"], ["RAW:{", SOLUTIONS[1], SOLUTIONS[2]])
+    eng = scripted(["2"], ["RAW:", SOLUTIONS[1], SOLUTIONS[2]])
     _, (v,) = verify([code_claim(OFF_BY_ONE)], eng)
     assert v.factuality is False
     assert lines(v)[1] == "[1] count_up(2): reference [1, 2] (2 of 3 solutions); answer [1]: DISAGREES"
@@ -398,11 +400,47 @@ def test_reply_schemas_bound_no_string_length():
     gigabytes to compile; the caps are checked after parsing instead: an over-long solution is not used."""
     long_solution = "def count_up(n):\n    return list(range(1, n + 1))\n" + "# pad\n" * 2000
     engine = FakeEngine(responder=lambda r: {"inputs": ["3", "0"]} if r.tag == "code:tests"
-                       else {"code": long_solution if r.sampling.seed // codecheck.SEED_STEP == 1 else SOLUTIONS[1]})
+                       else long_solution if r.sampling.seed // codecheck.SEED_STEP == 1 else SOLUTIONS[1])
     verifier = get_verifier("code")
     task = codecheck._Task(COUNT_UP, "count_up", "count_up(n: int)", program="", setup=None, requests=[])
-    for request in (verifier._tests_request(task), *verifier._solution_requests(task)):
+    for request in (verifier._tests_request(task), *verifier._solution_requests(task, 0, 3)):
         assert "maxLength" not in json.dumps(request.schema)
     if UNAVAILABLE is None:
         [v] = verifier.verify([code_claim(RIGHT)], pool_with(engine))
         assert v.factuality is True and "longer than 6000 characters" in v.chain[0].opinion, v.chain[0].opinion
+
+
+@needs_sandbox
+def test_more_solutions_are_asked_for_only_while_an_input_has_no_majority():
+    wrong = "def count_up(n):\n    return [n]\n"
+    other = "def count_up(n):\n    return []\n"
+    # first three disagree on count_up(3) ([1, 2, 3], [3], []): two more make [1, 2, 3] a majority of five
+    eng = scripted(["3"], [SOLUTIONS[0], wrong, other, SOLUTIONS[1], SOLUTIONS[2], wrong, wrong])
+    verifier, (v,) = verify([code_claim(OFF_BY_ONE)], eng, max_solutions=7)
+    assert v.factuality is False
+    assert lines(v)[1] == "[1] count_up(3): reference [1, 2, 3] (3 of 5 solutions); answer [1, 2]: DISAGREES"
+    assert [r.sampling.seed for r in eng.requests if r.tag == "code:solution"] == [100, 200, 300, 400, 500]
+    assert verifier.costs["code"].llm_calls == 6  # the tests and five solutions
+    # agreeing solutions: no second round
+    eng = scripted(["3"], SOLUTIONS)
+    verify([code_claim(RIGHT)], eng, max_solutions=7)
+    assert sum(r.tag == "code:solution" for r in eng.requests) == 3
+
+
+def test_the_examples_a_task_states_are_test_inputs():
+    task = ('def add(a, b):\n    """Add two numbers.\n    >>> add(1, 2)\n    3\n    add([1], [2]) == [1, 2]; '
+            'add(x, 3) is no literal\n    """\n')
+    from halucheck.verifiers.tools.code_source import examples_of
+
+    assert examples_of(task, "add") == ["add(1, 2)", "add([1], [2])"]
+    assert examples_of("def add(a, b): ...", "add") == []
+
+
+@needs_sandbox
+def test_examples_run_first_and_are_named_in_the_trace():
+    task = COUNT_UP.replace('"""Return', '"""count_up(2) == [1, 2]. Return')
+    eng = scripted(["3"], SOLUTIONS)
+    _, (v,) = verify([code_claim(RIGHT, task=task)], eng)
+    out = lines(v)
+    assert "on 2 test inputs in the sandbox (1 of them the task's own examples)" in out[0]
+    assert out[1].startswith("[1] count_up(2): reference [1, 2]") and out[2].startswith("[2] count_up(3)")

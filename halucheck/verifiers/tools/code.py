@@ -7,8 +7,10 @@ signature with its docstring, as in HumanEval, or a description). :class:`CodeCh
    task alone, never the answer, the model writes :attr:`CodeCheck.tests` test inputs (one greedy request,
    reply ``{"inputs": ["<arguments of one call>", ...]}``: the arguments as Python literals, read with
    :func:`ast.literal_eval` only) and :attr:`CodeCheck.solutions` independent solutions (one sampled
-   request each, a seed apiece, reply ``{"code": "<source>"}``). Identical requests (answers to the same
-   task) are sent once.
+   request each, a seed apiece, free text whose code block is the solution: a small model writing code
+   inside a JSON string breaks it). Identical requests (answers to the same task) are sent once. The calls
+   the task itself states as examples (``>>> f(2)``, ``f([1]) == 3``; :func:`~halucheck.verifiers.tools.code_source.examples_of`,
+   at most :attr:`CodeCheck.max_examples`) come first among the inputs.
 2. **Execution**: the answer and every solution run in the sandbox (:func:`halucheck.verifiers.tools.sandbox.run_python`),
    one run per program with all inputs. The program run there is the fixed
    :data:`~halucheck.verifiers.tools.code_run.HARNESS`; the task, the code and the inputs reach it as JSON
@@ -19,6 +21,8 @@ signature with its docstring, as in HumanEval, or a description). :class:`CodeCh
 3. **Reference**: per input, the output that more than half of the requested solutions return (a solution
    whose reply was invalid, or that raises or times out on the input, votes for nothing). An input without
    such a majority is skipped: tied or scattered solutions, or an input most solutions reject (they raise).
+   While an input has outputs but no majority, :attr:`CodeCheck.more` solutions more are asked for and run,
+   up to :attr:`CodeCheck.max_solutions`; the majority is then of all the solutions asked for.
 4. **Verdict**: the answer fails when, on any input with a reference, it returns something else or
    raises, times out or does not load; it is factual when it matches the reference on every such input.
    No usable input (no valid test, or no majority anywhere) gives a failed verdict saying why, except for
@@ -72,6 +76,7 @@ from halucheck.verifiers.tools.code_source import (
     _parse,
     code_of,
     entry_point,
+    examples_of,
     parse_call,
     program_of,
     signature_of,
@@ -99,12 +104,14 @@ class _Task:
     signature: str | None
     program: str
     setup: str | None
-    requests: list[int]  # indices into the batch of unique requests: tests first, then the solutions
+    requests: list[int]  # indices into the replies of every round: tests first, then the solutions
     calls: list[str] | None = None
+    examples: int = 0  # the first calls are the examples the task states
     tests_error: str | None = None
-    solutions: list[str | None] | None = None  # the program of each solution, None when the reply was invalid
-    solution_errors: list[str | None] | None = None
+    solutions: list[str | None] = field(default_factory=list)  # each solution's program, None when invalid
+    solution_errors: list[str | None] = field(default_factory=list)
     dropped: list[str] = field(default_factory=list)  # test inputs written that were not literal arguments
+    runs: list[list[Output]] = field(default_factory=list)  # the answer's outputs, then each solution's
 
 
 class CodeCheck(Verifier):
@@ -113,7 +120,10 @@ class CodeCheck(Verifier):
     name = "code"
     uses_llm = True
     tests = 5  # test inputs asked for (FacTool generated 3)
-    solutions = 3  # independent solutions asked for (FacTool: 3); the reference needs more than half of them
+    solutions = 3  # independent solutions asked for first (FacTool: 3); the reference needs more than half
+    more = 2  # asked for next, while an input has outputs but no majority
+    max_solutions = 7
+    max_examples = 5  # calls taken from the examples the task states
     input_timeout_s = 2.0  # per call, and per load of the task or the code
     memory_mb = 512
     workers = 2  # sandbox runs at once
@@ -124,7 +134,9 @@ class CodeCheck(Verifier):
         return 1 + self.solutions
 
     def describe(self) -> dict:
-        return {"code": {"tests": self.tests, "solutions": self.solutions, "input_timeout_s": self.input_timeout_s,
+        return {"code": {"tests": self.tests, "solutions": self.solutions, "more": self.more,
+                         "max_solutions": self.max_solutions, "max_examples": self.max_examples,
+                         "input_timeout_s": self.input_timeout_s,
                          "sample_temperature": self.options.sample_temperature,
                          "severity": {"wrong": SEVERITY_WRONG, "crash": SEVERITY_CRASH},
                          "p_hallucinated": "fails: 0.5 + 0.5 * share of usable inputs wrong; "
@@ -150,14 +162,14 @@ class CodeCheck(Verifier):
         return Request(messages=self._messages("tests", work), schema=schema,
                        sampling=SamplingParams(temperature=0.0, max_tokens=self.tests_tokens), tag="code:tests")
 
-    def _solution_requests(self, work: _Task) -> list[Request]:
-        schema = {"type": "object", "additionalProperties": False, "required": ["code"], "properties": {
-            "code": {"type": "string"}}}
+    def _solution_requests(self, work: _Task, first: int, stop: int) -> list[Request]:
+        """Solutions ``first`` to ``stop - 1``: free text, the code in its code block (a small model writing code
+        inside a JSON string breaks it)."""
         base = SamplingParams(temperature=max(self.options.sample_temperature, 1e-3), max_tokens=self.solution_tokens)
         # seeds far apart: a retry adds its attempt number to the seed, and must not repeat another solution
-        return [Request(messages=self._messages("solution", work), schema=schema,
+        return [Request(messages=self._messages("solution", work),
                         sampling=replace(base, seed=self.options.seed + SEED_STEP * (j + 1)), tag="code:solution")
-                for j in range(self.solutions)]
+                for j in range(first, stop)]
 
     # -- verify -------------------------------------------------------------------------------
 
@@ -195,20 +207,37 @@ class CodeCheck(Verifier):
             in_task = any(d.name == entry for d in _defs(task))
             work = _Task(task=task, entry=entry, signature=None if in_task else signature_of(code_of(answer), entry),
                          program=program, setup=task if _parse(task) is not None else None, requests=[])
-            work.requests = [add(self._tests_request(work)), *(add(r) for r in self._solution_requests(work))]
+            work.requests = [add(self._tests_request(work)), *(add(r) for r in self._solution_requests(work, 0, self.solutions))]
             works[i] = work
 
         results: list[Result] = engines.engine_for(ROLE).generate(batch) if batch else []
         cost.add_results(results)
+        for work in works.values():
+            self._read_tests(work, results[work.requests[0]])
+            self._read_solutions(work, [results[k] for k in work.requests[1:]])
+        self._run_all(works)
+        while True:  # more solutions where an input has outputs but no majority yet
+            todo = {i: w for i, w in works.items() if len(w.solutions) < self.max_solutions and self._undecided(w)}
+            if not todo:
+                break
+            batch, unique, first = [], {}, {}
+            for i, w in todo.items():
+                first[i] = len(w.solutions)
+                for r in self._solution_requests(w, first[i], min(self.max_solutions, first[i] + self.more)):
+                    w.requests.append(len(results) + unique.setdefault(r.key(), len(batch)))
+                    if len(unique) > len(batch):
+                        batch.append(r)
+            more = engines.engine_for(ROLE).generate(batch)
+            cost.add_results(more)
+            results += more
+            for i, w in todo.items():
+                self._read_solutions(w, [results[k] for k in w.requests[1 + first[i]:]])
+            self._run_all(todo)
         for i, work in works.items():
-            self._read_replies(work, [results[k] for k in work.requests])
-
-        runs = self._run_all(works)
-        for i, work in works.items():
-            verdicts[i] = self._verdict(work, runs[i], [results[k] for k in work.requests])
+            verdicts[i] = self._verdict(work, [results[k] for k in work.requests])
         for i, v in enumerate(verdicts):
             if on_call is not None and i in works:
-                for n in range(1, self.least_calls() + 1):
+                for n in range(1, len(works[i].requests) + 1):
                     on_call(n)
             if on_verdict is not None:
                 on_verdict(i, v)  # type: ignore[arg-type]
@@ -216,10 +245,19 @@ class CodeCheck(Verifier):
         self.costs = {self.name: cost}
         return verdicts  # type: ignore[return-value]
 
-    def _read_replies(self, work: _Task, results: list[Result]) -> None:
-        """Test inputs and solution programs from the replies (invalid ones are noted, never raised)."""
-        tests, *solutions = results
-        calls: list[str] = []
+    def _undecided(self, work: _Task) -> bool:
+        """Whether an input has outputs from the solutions but none with a majority of those asked for."""
+        for t in range(len(work.calls or [])):
+            outputs = [run[t] for run in work.runs[1:] if run]
+            if any(o.value is not None for o in outputs) and reference_of(outputs, len(work.solutions))[0] is None:
+                return True
+        return False
+
+    def _read_tests(self, work: _Task, tests: Result) -> None:
+        """The calls to run: the examples the task states, then the test inputs the model wrote (invalid ones
+        are noted, never raised)."""
+        calls = examples_of(work.task, work.entry)[: self.max_examples]
+        work.examples = len(calls)
         if not tests.ok:
             work.tests_error = f"the test inputs reply was invalid ({tests.error})"
         else:
@@ -230,15 +268,16 @@ class CodeCheck(Verifier):
                     work.dropped.append(str(text))
                 elif call not in calls:
                     calls.append(call)
-            if not calls:
-                work.tests_error = f"none of the {len(written)} test inputs written was literal arguments"
-        work.calls = calls[: self.tests]
-        work.solutions, work.solution_errors = [], []
-        for res in solutions:
-            code = res.parsed.get("code") if res.ok and isinstance(res.parsed, dict) else None
-            if not isinstance(code, str) or not code.strip() or len(code) > MAX_CODE_CHARS:
-                why = f"longer than {MAX_CODE_CHARS} characters" if isinstance(code, str) and code.strip() else \
-                    res.error or "no code"
+        work.calls = calls[: work.examples + self.tests]
+        if not work.calls:
+            work.tests_error = work.tests_error or "none of the test inputs written was literal arguments"
+
+    def _read_solutions(self, work: _Task, results: list[Result]) -> None:
+        """Solution programs from their replies (an invalid one is noted and runs nowhere)."""
+        for res in results:
+            code = code_of(res.text) if res.ok and isinstance(res.text, str) else None
+            if not code or not code.strip() or len(code) > MAX_CODE_CHARS:
+                why = f"longer than {MAX_CODE_CHARS} characters" if code and code.strip() else res.error or "no code"
                 work.solutions.append(None)
                 work.solution_errors.append(f"invalid reply ({why})")
                 continue
@@ -247,35 +286,39 @@ class CodeCheck(Verifier):
             work.solutions.append(None if broken else program)
             work.solution_errors.append(broken)
 
-    def _run_all(self, works: dict[int, _Task]) -> dict[int, list[list[Output]]]:
-        """Every claim's programs on its inputs, in the sandbox: [answer, solution 1, ...] per claim; an
-        invalid solution gets no outputs."""
-        jobs = [(i, j, program) for i, w in works.items() if w.calls
-                for j, program in enumerate([w.program, *(w.solutions or [])]) if program is not None]
-        out: dict[int, list[list[Output]]] = {i: [[] for _ in range(1 + self.solutions)] for i in works}
+    def _run_all(self, works: dict[int, _Task]) -> None:
+        """Run in the sandbox, on every input of its claim, what has not run yet: the answer, then the
+        solutions; an invalid solution gets no outputs."""
+        jobs = []
+        for i, w in works.items():
+            programs = [w.program, *w.solutions]
+            jobs += [(i, j, programs[j]) for j in range(len(w.runs), len(programs))
+                     if programs[j] is not None and w.calls]
+            w.runs += [[] for _ in range(len(w.runs), len(programs))]
 
         def one(job):
-            i, j, program = job
+            i, _, program = job
             w = works[i]
             return run_program(w.setup, program, w.entry, w.calls or [], self.input_timeout_s, self.memory_mb)
 
         with ThreadPoolExecutor(max_workers=max(1, self.workers)) as pool:
             for (i, j, _), outputs in zip(jobs, pool.map(one, jobs)):
-                out[i][j] = outputs
-        return out
+                works[i].runs[j] = outputs
 
-    def _verdict(self, work: _Task, runs: list[list[Output]], results: list[Result]) -> Verdict:
+    def _verdict(self, work: _Task, results: list[Result]) -> Verdict:
+        runs = work.runs or [[]]
         answer_runs, solution_runs = runs[0], runs[1:]
         calls = work.calls or []
-        n = self.solutions
-        ran = [k for k, s in enumerate(work.solutions or []) if s is not None]
+        n = len(work.solutions) or self.solutions
+        ran = [k for k, s in enumerate(work.solutions) if s is not None]
         head = (f"Ran the answer and {len(ran)} of {n} model-written solutions for `{work.entry}` on "
-                f"{len(calls)} test input{'s' if len(calls) != 1 else ''} in the sandbox.")
+                f"{len(calls)} test input{'s' if len(calls) != 1 else ''} in the sandbox"
+                + (f" ({work.examples} of them the task's own examples)." if work.examples else "."))
         if work.dropped:
             head += (f" Dropped {len(work.dropped)} test input{'s' if len(work.dropped) > 1 else ''} that "
                      f"{'are' if len(work.dropped) > 1 else 'is'} not literal arguments: "
                      + "; ".join(_short(d, 40) for d in work.dropped) + ".")
-        bad_solutions = [f"solution {k + 1}: {e}" for k, e in enumerate(work.solution_errors or []) if e]
+        bad_solutions = [f"solution {k + 1}: {e}" for k, e in enumerate(work.solution_errors) if e]
         if bad_solutions:
             head += " Not run: " + "; ".join(bad_solutions) + "."
         lines = [head]

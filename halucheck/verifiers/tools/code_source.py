@@ -145,5 +145,24 @@ def parse_call(text: str, entry: str) -> str | None:
     return None
 
 
-__all__ = ["MAX_CODE_CHARS", "MAX_INPUT_CHARS", "code_of", "entry_point", "is_full_definition", "parse_call",
+def examples_of(task: str, entry: str) -> list[str]:
+    """The calls of ``entry`` the task states as examples (``>>> f(1, 2)``, ``f([1]) == 3``, ``f(2) ➞ 4``), as
+    :func:`parse_call` gives them (literal arguments only), each once, in order; its ``def`` line is none."""
+    out: list[str] = []
+    for m in re.finditer(rf"(?<![\w.]){re.escape(entry)}\s*\(", task or ""):
+        if re.search(r"\bdef\s+$", task[max(0, m.start() - 12):m.start()]):
+            continue
+        depth, end = 0, None
+        for k in range(m.end() - 1, min(len(task), m.end() + MAX_INPUT_CHARS)):
+            depth += {"(": 1, ")": -1}.get(task[k], 0)
+            if depth == 0:
+                end = k + 1
+                break
+        call = parse_call(task[m.start():end], entry) if end else None
+        if call is not None and call not in out:
+            out.append(call)
+    return out
+
+
+__all__ = ["MAX_CODE_CHARS", "MAX_INPUT_CHARS", "code_of", "entry_point", "examples_of", "is_full_definition", "parse_call",
            "program_of", "signature_of", "syntax_error"]
