@@ -406,7 +406,7 @@ def test_code_in_an_answer_is_run_against_independent_solutions(tmp_path, engine
         if request.tag == "code:tests":
             return {"inputs": ["2", "5", "0"]}
         if request.tag == "code:solution":
-            return {"code": "def double(x):\n    return 2 * x\n"}
+            return "```python\ndef double(x):\n    return 2 * x\n```"
         return responder(request)
 
     engine["engine"] = FakeEngine(responder=code_responder, max_batch=16)
