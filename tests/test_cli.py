@@ -63,6 +63,18 @@ def test_check_text_output(config):
     assert "NOT FACTUAL" in r.stdout and "severity 4/5" in r.stdout and "Paris, not Berlin." in r.stdout
 
 
+def test_check_without_evidence_is_never_confident(config):
+    r = invoke("check", "The Eiffel Tower is in Berlin.", "--config", config, "--json")
+    assert r.exit_code == 0, r.output
+    out = json.loads(r.stdout)
+    assert out["factuality"] is False and out["basis"] == "closed-book" and out["confidence"] <= 0.6
+    with_evidence = json.loads(invoke("check", "The Eiffel Tower is in Berlin.", "-e", "It is in Paris.", "--config",
+                                      config, "--json").stdout)
+    assert with_evidence["basis"] == "evidence" and with_evidence["confidence"] > 0.6
+    r = invoke("check", "The Eiffel Tower is in Berlin.", "--config", config)
+    assert "rests on the model's own knowledge alone" in r.stdout
+
+
 def test_evidence_file_passages(config, tmp_path):
     f = tmp_path / "ev.txt"
     f.write_text("First passage.\n\nSecond passage.\n")

@@ -97,10 +97,11 @@ def check(
             verdict, cal = closed_book(verdict), None
     except HalucheckError as exc:
         fail(str(exc))
+    basis = "evidence" if passages else "closed-book"
     if as_json:
-        typer.echo(json.dumps(verdict_json(verdict, cal), ensure_ascii=False, indent=2))
+        typer.echo(json.dumps(verdict_json(verdict, cal, basis), ensure_ascii=False, indent=2))
     else:
-        print_verdict(verdict, cal)
+        print_verdict(verdict, cal, basis)
 
 
 @app.command(cls=_Command)

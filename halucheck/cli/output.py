@@ -7,18 +7,19 @@ from pathlib import Path
 import typer
 
 
-def verdict_json(verdict, cal) -> dict:
+def verdict_json(verdict, cal, basis: str = "evidence") -> dict:
     """The verdict as `check --json` prints it: with the calibrated P(hallucinated) (and the raw one) when a
-    calibrator is stored for the debate on this profile, and a line saying which, or that there is none."""
+    calibrator is stored for the debate on this profile, and a line saying which, or that there is none;
+    ``basis``: what it rests on (``evidence``, or ``closed-book`` when no evidence was given)."""
     from halucheck.verifiers import calibration
 
     plain = verdict.to_dict()  # P(hallucinated) to 4 decimals: the raw score calibrated and shown, as in `run`
-    out = {**plain, **calibration.calibrated_fields(cal, plain["p_hallucinated"])}
+    out = {**plain, "basis": basis, **calibration.calibrated_fields(cal, plain["p_hallucinated"])}
     out["calibration"] = calibration.describe(cal)
     return out
 
 
-def print_verdict(verdict, cal=None) -> None:
+def print_verdict(verdict, cal=None, basis: str = "evidence") -> None:
     from halucheck.verifiers import calibration
 
     verdict_word = {True: "FACTUAL", False: "NOT FACTUAL", None: "UNDECIDED"}[verdict.factuality]
@@ -37,6 +38,8 @@ def print_verdict(verdict, cal=None) -> None:
            f"{', consensus' if verdict.consensus else ', no consensus'}") if debated else \
         f"{verdict.verifier or 'debate'}, {len(verdict.chain)} call{'s' if len(verdict.chain) != 1 else ''}"
     typer.echo(f"  severity {sev}/5  confidence {verdict.confidence:.2f}{p_h}  ({how})")
+    if basis == "closed-book":
+        typer.echo("  rests on the model's own knowledge alone (no evidence given): never a confident verdict")
     if raw is not None:
         typer.echo(f"  {calibration.describe(cal)}")
     if verdict.error:
