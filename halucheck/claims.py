@@ -246,6 +246,7 @@ def claims_of_answers(answers: Sequence[tuple[str | None, str, int | None]], eng
                       filter_sampling: SamplingParams = FILTER_SAMPLING,
                       extract_sampling: SamplingParams = EXTRACT_SAMPLING,
                       cite: bool = False, sources: "bool | SourceNames" = False,
+                      grounded: Sequence[bool] | None = None,
                       ) -> tuple[list[AnswerClaims], list[StageOutput]]:
     """The claim stage over a batch of answers, ``(question, answer, checked_chars)`` each (``checked_chars``:
     where an over-long answer's checked part ends, None for all of it). Returns one AnswerClaims per answer
@@ -264,7 +265,9 @@ def claims_of_answers(answers: Sequence[tuple[str | None, str, int | None]], eng
     read as the corpus spells it), every document the answer names as its source (``(source: products.md)``,
     :func:`halucheck.verifiers.tools.sources.find_sources`) is a claim of kind ``source``. An answer to a math
     question (:func:`halucheck.verifiers.tools.program.is_math_question`) gets its final result as a claim of
-    kind ``result`` (checked by program), and its other claims are sorted by :func:`math_claims`.
+    kind ``result`` (checked by program), and its other claims are sorted by :func:`math_claims`; an answer
+    with evidence of its own to search (``grounded``: a corpus, or the item's context) is one only when its
+    question is a word problem on its own (``strict``), and keeps its derived steps as knowledge claims.
     A failed call fails its whole answer."""
     out = [AnswerClaims() for _ in answers]
     work = []  # (answer index, sentence, needs the filter, context for the extractor)
@@ -314,14 +317,16 @@ def claims_of_answers(answers: Sequence[tuple[str | None, str, int | None]], eng
                          "(raise --max-claims to check more)")
             kept = kept[:max(0, max_claims - len(calcs))]
             calcs = calcs[:max_claims]
-        if is_math_question(question := answers[i][0], prose[i]):
-            kept, result = math_claims(question, prose[i], kept)
+        searchable = bool(grounded and grounded[i])
+        if is_math_question(question := answers[i][0], prose[i], strict=searchable):
+            kept, derived, result = math_claims(question, prose[i], kept, keep_derived=searchable)
             if result is not None:
                 a.claims.append((result_claim(result), question, result.start, result.end, "result"))
-            kinds = "premise"
+            a.claims += [(c, None, *locate(c, answer, within=seg), "knowledge") for c, seg in derived]
+            kind = "premise"
         else:
-            kinds = "knowledge"
-        a.claims += [(c, None, *locate(c, answer, within=seg), kinds) for c, seg in kept]
+            kind = "knowledge"
+        a.claims += [(c, None, *locate(c, answer, within=seg), kind) for c, seg in kept]
         a.claims += [(text, None, s, e, "calculation") for text, s, e in calcs]
         a.claims += [(text, None, s, e, "citation") for text, s, e, _ in cites]
         if sources:
@@ -333,28 +338,28 @@ def claims_of_answers(answers: Sequence[tuple[str | None, str, int | None]], eng
     return out, filtered + extracted
 
 
-def math_claims(question: str, answer: str, kept: list[tuple[str, Segment]]
-                ) -> tuple[list[tuple[str, Segment]], "FinalResult | None"]:
-    """A math answer's extracted claims, sorted by what decides them, and its final result.
+def math_claims(question: str, answer: str, kept: list[tuple[str, Segment]], keep_derived: bool = False,
+                ) -> tuple[list[tuple[str, Segment]], list[tuple[str, Segment]], "FinalResult | None"]:
+    """A math answer's extracted claims, sorted by what decides them: (premises, derived steps kept, final result).
 
     A claim from a sentence that writes out a calculation, or that states the final result, is dropped: the
     calculation check and the program check decide that sentence, a model judging it closed-book would only
     guess. So is a claim with a number the question does not have (a derived step, "so 12 apples are left"):
     the question cannot confirm it, and a wrong step shows in the final result. The claims left restate the
-    question's premises ("each box holds 125 items"): they are checked against the question (kind ``premise``)."""
+    question's premises ("each box holds 125 items"): they are checked against the question (kind ``premise``).
+    With ``keep_derived`` (the answer has evidence to search) a derived step stays, third in the list, as a
+    knowledge claim."""
     from halucheck.verifiers.tools.arith import find_calculations
     from halucheck.verifiers.tools.program import final_result
 
     result = final_result(answer)
     given = _numbers(question)
-    out = []
+    premises, derived = [], []
     for claim, seg in kept:
         if find_calculations(seg.text) or (result is not None and seg.start <= result.start < seg.end):
             continue
-        if _numbers(claim) - given:
-            continue
-        out.append((claim, seg))
-    return out, result
+        (derived if _numbers(claim) - given else premises).append((claim, seg))
+    return premises, derived if keep_derived else [], result
 
 
 def _numbers(text: str) -> set[str]:

@@ -234,7 +234,9 @@ class Pipeline:
                 self.settings.sampling("filter", claim_stages.FILTER_SAMPLING),
                 self.settings.sampling("extractor", claim_stages.EXTRACT_SAMPLING),
                 cite=self.opts.bibliography is not None,
-                sources=self.evidence.source_names() if self.opts.corpus is not None else False)
+                sources=self.evidence.source_names() if self.opts.corpus is not None else False,
+                grounded=[self.opts.corpus is not None or bool(self.opts.use_context and it.context)
+                          for _, it in chunk])
             saved, errors = {}, []
             for (i, it), a in zip(chunk, made):
                 if a.error:  # the item stays not done and is tried again later

@@ -77,8 +77,11 @@ def test_a_math_answer_keeps_only_its_premises_as_claims_for_a_model():
     found = [("The shop sells 12 pens a day.", segs[0]), ("A pen costs $1.50.", segs[1]),
              ("A day brings 18 dollars.", segs[1]), ("18 x 30 = 540.", segs[2]), ("The shop earns $540.", segs[3]),
              ("The shop sells pens.", Segment("It sells pens.", 0, 14))]
-    kept, result = math_claims(question, answer, found)
+    kept, derived, result = math_claims(question, answer, found)
     # the premises (numbers all in the question) stay; the derived step (18), the calculation and the
     # sentence of the final result are left to the calculation and program checks
     assert [c for c, _ in kept] == ["The shop sells 12 pens a day.", "A pen costs $1.50.", "The shop sells pens."]
-    assert answer[result.start:result.end] == "$540"
+    assert derived == [] and answer[result.start:result.end] == "$540"
+    # with evidence of its own to search (a corpus, a context), a derived step stays a knowledge claim
+    _, derived, _ = math_claims(question, answer, found, keep_derived=True)
+    assert [c for c, _ in derived] == ["A day brings 18 dollars."]

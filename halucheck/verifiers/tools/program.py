@@ -68,8 +68,12 @@ _FINAL = [  # where an answer states its final result, most explicit first (the 
 _UNIT = re.compile(r"\s*([A-Za-z][A-Za-z/]*(?:\s+(?:per|an|a)\s+[A-Za-z]+)?)")
 _QUANTITY_QUESTION = re.compile(
     r"\b(how\s+(?:many|much|long|far|fast|old|often|tall|heavy|big)|calculate|compute|what\s+percent(?:age)?|"
-    r"what\s+(?:is|was|will\s+be|are)\s+(?:the\s+)?(?:total|sum|number|amount|cost|price|average|percentage|"
-    r"value|area|volume|speed|difference|product|ratio|profit|result))\b", re.IGNORECASE)
+    r"what\s+(?:is|was|will\s+be|are)\s+(?:the\s+)?(?:\w+\s+)?(?:total|sum|number|amount|cost|price|average|"
+    r"percentage|value|area|volume|speed|difference|product|ratio|profit|result|distance|time|weight|age))\b",
+    re.IGNORECASE)
+_NUMBER_WORD = re.compile(
+    r"\b(two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|twenty|thirty|forty|fifty|hundred|thousand|"
+    r"million|half|twice|double|triple|third|quarter|percent)\b", re.IGNORECASE)
 _YEAR = re.compile(r"^(1[0-9]|20)\d\d$")
 _FENCE = re.compile(r"```[ \t]*(?:python|py)?[ \t]*\n(.*?)(?:```|$)", re.DOTALL | re.IGNORECASE)
 
@@ -104,17 +108,23 @@ def _result(answer: str, start: int, end: int) -> FinalResult:
     return FinalResult(answer[start:end].strip(), start, end, unit.group(1) if unit else "")
 
 
-def is_math_question(question: str | None, answer: str) -> bool:
+def is_math_question(question: str | None, answer: str, strict: bool = False) -> bool:
     """Whether ``answer`` answers a math question, so its final result is checked by program: the question
-    has a number (a year alone does not count) and either asks for a quantity ("how many", "what is the
-    total", "calculate") with two numbers or more, or the answer writes out a calculation."""
+    has a number in digits (a year alone does not count) and either asks for a quantity ("how many", "what is
+    the total", "calculate") with two quantities or more (numbers, or words such as "twice" and "half"), or
+    the answer writes out a calculation. ``strict`` (an answer with evidence of its own to search: a question
+    about the documents may well hold numbers): two numbers in digits and a question for a quantity."""
     if not question or final_result(answer) is None:
         return False
     numbers = [m.group().strip("$€£¥₹% ") for m in _NUMBER.finditer(question)]
     numbers = [n for n in numbers if not _YEAR.match(n)]
     if not numbers:
         return False
-    return (len(numbers) >= 2 and bool(_QUANTITY_QUESTION.search(question))) or bool(find_calculations(answer))
+    asks = bool(_QUANTITY_QUESTION.search(question))
+    if strict:
+        return len(numbers) >= 2 and asks
+    quantities = len(numbers) + len(_NUMBER_WORD.findall(question))
+    return (quantities >= 2 and asks) or bool(find_calculations(answer))
 
 
 def result_claim(result: FinalResult) -> str:
