@@ -52,6 +52,7 @@ class ResultJSON(TypedDict, total=False):
     score: float  # probability that the answer holds a hallucination, from the claims' P(hallucinated)
     counts: dict
     coverage: dict  # checked_share and the gaps: answer text no claim covers (coverage.py)
+    planted: list[dict]  # instructions to the checker found in the answer, question or evidence, taken out
     claims: list[ClaimJSON]
     errors: list[str]
 
@@ -161,6 +162,9 @@ def build_results(store: "RunStore") -> list[ResultJSON]:
                          "coverage": {"checked_share": cov.checked_share,
                                       "gaps": [g.to_dict(answer) for g in cov.gaps]},
                          "claims": claims}
+        planted = planted_instructions(question, answer, [e for cid, *_ in rows for e in evidence.get(cid, [])])
+        if planted:
+            r["planted"] = planted
         errs = errors_by_item.get(idx, [])
         if not claims_done:
             r["hallucinated"] = None  # claims not extracted: zero claims here means nothing was checked
@@ -176,6 +180,21 @@ def build_results(store: "RunStore") -> list[ResultJSON]:
                            "score": 0.0, "counts": {}, "claims": [], "errors": [f"input: {msg}"]}))
     out.sort(key=lambda x: x[0])
     return [r for _, r in out]
+
+
+def planted_instructions(question: str | None, answer: str, evidence: list) -> list[dict]:
+    """Instructions to the checker planted in an item's question, answer or evidence
+    (:func:`halucheck.prompts.untrusted.instructions`): no model was shown them; the report says where."""
+    from halucheck.prompts.untrusted import instructions
+
+    out, seen = [], set()
+    for where, source, text in [("question", None, question or ""), ("answer", None, answer or ""),
+                                *(("evidence", e.source, e.text) for e in evidence)]:
+        for found in instructions(text):
+            if (where, found) not in seen:
+                seen.add((where, found))
+                out.append({"in": where, "text": found, **({"source": source} if source else {})})
+    return out
 
 
 def cited(evidence: list, chain: list) -> list[EvidenceJSON]:
