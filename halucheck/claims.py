@@ -14,7 +14,8 @@ from typing import TYPE_CHECKING, Sequence
 from halucheck.engines.base import Request, SamplingParams
 from halucheck.prompts import load as load_prompts
 from halucheck.text import sentence_spans, word_spans
-from halucheck.verifiers.tools.program import is_math_question, result_claim
+from halucheck.verifiers.tools.arith import list_calculations, numbers_in
+from halucheck.verifiers.tools.program import is_math_question, result_claim, unseen_calculations
 
 if TYPE_CHECKING:
     from halucheck.engines.base import Engine
@@ -251,7 +252,7 @@ def claims_of_answers(answers: Sequence[tuple[str | None, str, int | None]], eng
     """The claim stage over a batch of answers, ``(question, answer, checked_chars)`` each (``checked_chars``:
     where an over-long answer's checked part ends, None for all of it). Returns one AnswerClaims per answer
     and the stage outputs (for the cost accounting). Two engine calls for the whole batch: the subjective
-    filter, then the extractor.
+    filter, then the extractor (and a third listing the calculations of the math answers).
 
     The rules: a short QA answer that is not a statement (:func:`is_short_answer`) is one claim, question +
     answer, with no model call; any other answer is read one sentence at a time (:func:`units`), after the
@@ -265,7 +266,9 @@ def claims_of_answers(answers: Sequence[tuple[str | None, str, int | None]], eng
     read as the corpus spells it), every document the answer names as its source (``(source: products.md)``,
     :func:`halucheck.verifiers.tools.sources.find_sources`) is a claim of kind ``source``. An answer to a math
     question (:func:`halucheck.verifiers.tools.program.is_math_question`) gets its final result as a claim of
-    kind ``result`` (checked by program), and its other claims are sorted by :func:`math_claims`; an answer
+    kind ``result`` (checked by program), the calculations the model lists in it that the regex finder missed
+    (:func:`halucheck.verifiers.tools.arith.list_calculations`, one more call per math answer) as ``calculation`` claims, and its other
+    claims are sorted by :func:`math_claims`; an answer
     with evidence of its own to search (``grounded``: a corpus, or the item's context) is one only when its
     question is a word problem on its own (``strict``), and keeps its derived steps as knowledge claims.
     A failed call fails its whole answer."""
@@ -295,6 +298,17 @@ def claims_of_answers(answers: Sequence[tuple[str | None, str, int | None]], eng
     to_extract = [w for w in work if out[w[0]].error is None and texts[id(w)].strip()]
     extracted = extract_claims(engine_extract, [texts[id(w)] for w in to_extract], [w[3] for w in to_extract],
                                extract_sampling)
+    math = [i for i, (q, _, _) in enumerate(answers) if i in prose and out[i].error is None
+            and is_math_question(q, prose[i], strict=bool(grounded and grounded[i]))]
+    listed = [StageOutput(c.value, c.error, c.cost.prompt_tokens, c.cost.completion_tokens, c.cost.llm_calls)
+              for c in (list_calculations(engine_extract, [prose[i] for i in math]) if math else [])]
+    model_calcs: dict[int, list[str]] = {}
+    for i, o in zip(math, listed):
+        if o.error:
+            if out[i].error is None:
+                out[i].error = ("calculations", o.error)
+        else:
+            model_calcs[i] = o.value
     found: dict[int, list[tuple[str, Segment]]] = {}
     for w, o in zip(to_extract, extracted):
         if o.error:
@@ -318,8 +332,10 @@ def claims_of_answers(answers: Sequence[tuple[str | None, str, int | None]], eng
             kept = kept[:max(0, max_claims - len(calcs))]
             calcs = calcs[:max_claims]
         searchable = bool(grounded and grounded[i])
-        if is_math_question(question := answers[i][0], prose[i], strict=searchable):
+        if i in model_calcs:
+            question = answers[i][0]
             kept, derived, result = math_claims(question, prose[i], kept, keep_derived=searchable)
+            a.claims += [(c, None, *locate(c, answer), "calculation") for c in unseen_calculations(model_calcs[i], calcs)]
             if result is not None:
                 a.claims.append((result_claim(result), question, result.start, result.end, "result"))
             a.claims += [(c, None, *locate(c, answer, within=seg), "knowledge") for c, seg in derived]
@@ -335,7 +351,7 @@ def claims_of_answers(answers: Sequence[tuple[str | None, str, int | None]], eng
             names = None if sources is True else sources
             a.claims += [(r.name, None, r.start, r.end, "source") for r in find_sources(prose[i], names)]
         a.claims.sort(key=lambda c: c[2])
-    return out, filtered + extracted
+    return out, filtered + extracted + listed
 
 
 def math_claims(question: str, answer: str, kept: list[tuple[str, Segment]], keep_derived: bool = False,
@@ -353,22 +369,13 @@ def math_claims(question: str, answer: str, kept: list[tuple[str, Segment]], kee
     from halucheck.verifiers.tools.program import final_result
 
     result = final_result(answer)
-    given = _numbers(question)
+    given = numbers_in(question)
     premises, derived = [], []
     for claim, seg in kept:
         if find_calculations(seg.text) or (result is not None and seg.start <= result.start < seg.end):
             continue
-        (derived if _numbers(claim) - given else premises).append((claim, seg))
+        (derived if numbers_in(claim) - given else premises).append((claim, seg))
     return premises, derived if keep_derived else [], result
-
-
-def _numbers(text: str) -> set[str]:
-    """The numbers written in ``text``, without separators and signs (``$1,200.50`` -> ``1200.5``)."""
-    out = set()
-    for m in re.finditer(r"\d[\d,]*(?:\.\d+)?", text):
-        n = m.group().replace(",", "")
-        out.add(n.rstrip("0").rstrip(".") if "." in n else n)
-    return out
 
 
 _CODE_BLOCK = re.compile(r"```[\w+-]*[ \t]*\n(.*?)```", re.DOTALL)

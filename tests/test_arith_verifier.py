@@ -256,3 +256,14 @@ def test_cli_eval_end_to_end(math_root, tmp_path, monkeypatch):
     assert by_id["factool-math-response:3"]["error"] == "no calculation found in the claim"
     assert by_id["factool-math-response:1"]["detail"]["chain"][0]["verifier"] == "arith"
     assert not any(row["id"].startswith("factool-math:4") for row in rows)  # test split left out
+
+
+def test_a_listed_calculation_the_finder_does_not_read_is_checked_as_expression_and_result():
+    from halucheck.records import Check, Claim
+
+    [wrong, right, prose] = ArithVerifier().verify([
+        Check(Claim("2*(5364765) + 16094295 = 26823826", None, "calculation")),
+        Check(Claim("2*(5364765) + 16094295 = 26823825", None, "calculation")),
+        Check(Claim("It costs about 2(5) = 10 dollars", None, "knowledge"))])  # not a listed calculation
+    assert wrong.factuality is False and right.factuality is True
+    assert prose.factuality is None and "no calculation found" in prose.error

@@ -129,3 +129,36 @@ def test_it_refuses_to_run_without_the_sandbox(monkeypatch):
 
     with pytest.raises(ConfigError, match="sandbox"):
         get_verifier("program").check()
+
+
+def test_the_model_lists_calculations_the_finder_misses_and_none_it_invents():
+    from halucheck.verifiers.tools.arith import list_calculations
+
+    text = "So he pays 2(5364765) + 16094295 = 26823825 dollars."
+    engine = FakeEngine(responder=lambda r: {"calculations": [
+        {"expression": "2*(5364765) + 16094295", "result": "26823825"},
+        {"expression": "7 * 9", "result": "63"},  # numbers the answer never wrote: invented
+        {"expression": "x + 2", "result": "5"}]})  # an unknown: cannot be evaluated
+    [listed] = list_calculations(engine, [text])
+    assert listed.value == ["2*(5364765) + 16094295 = 26823825"] and listed.cost.llm_calls == 1
+    # the finder does not read this step; the model's listing of it is new, a restatement of a found one is not
+    assert prog.unseen_calculations(listed.value, []) == listed.value
+    assert prog.unseen_calculations(["48 * 125 = 5800"], [("48 x 125 = 5800", 0, 15)]) == []
+
+
+@needs_sandbox
+def test_a_whole_math_answer_is_wrong_when_a_listed_calculation_or_its_result_is():
+    question = "Kylar buys 5364765 glasses at $5 and every second one at 60% of that. How much does he pay?"
+    answer = "He pays 2(5364765) + 16094295 = 26823825 dollars. Hence he pays $26823825."
+
+    def respond(request):
+        if request.tag == "claims:calculations":
+            return {"calculations": [{"expression": "2*(5364765) + 16094295", "result": "26823825"}]}
+        return "```python\nn = 5364765\nprint(n // 2 * 5 + (n - n // 2) * 3)\n```"
+    verifier = get_verifier("math")
+    [v] = verifier.verify([Check(Claim(answer, question))], pool_with(FakeEngine(responder=respond)))
+    # 2 * 5364765 + 16094295 = 26823825 is right; the reasoning is not: the programs say 21459059
+    assert v.factuality is False and v.verifier == "math"
+    opinions = " ".join(t.opinion for t in v.chain)
+    assert "(claimed 26823825; right)" in opinions and "Reference 21459059" in opinions
+    assert verifier.costs["math"].llm_calls == 4  # the listing and three programs

@@ -28,8 +28,13 @@ import time
 from dataclasses import dataclass
 from decimal import Context, Decimal
 from fractions import Fraction
-from typing import Callable, Sequence
+from typing import TYPE_CHECKING, Callable, Sequence
 
+if TYPE_CHECKING:
+    from halucheck.engines.base import Engine
+    from halucheck.records import Cost
+
+from halucheck.engines.base import Request, SamplingParams
 from halucheck.records import Check, Turn, Verdict
 from halucheck.verifiers.base import Cost, Verifier, failed_verdict
 
@@ -356,6 +361,74 @@ def _paired(text: str, start: int, end: int) -> tuple[int, int] | None:
     return start, end
 
 
+# --- calculations a model lists (FacTool's extraction step) ---
+
+CALCULATIONS_SCHEMA = {
+    "type": "object",
+    "properties": {"calculations": {"type": "array", "maxItems": 32, "items": {
+        "type": "object", "properties": {"expression": {"type": "string"}, "result": {"type": "string"}},
+        "required": ["expression", "result"], "additionalProperties": False}}},
+    "required": ["calculations"],
+    "additionalProperties": False,
+}
+CALCULATIONS_SAMPLING = SamplingParams(max_tokens=512)
+
+
+@dataclass
+class Listed:
+    """The calculations the model listed in one text (``value``: ``expression = result`` texts), or the
+    ``error`` of its reply; ``cost``: what the call spent."""
+
+    value: list | None
+    error: str | None
+    cost: "Cost"
+
+
+def numbers_in(text: str) -> set[str]:
+    """The numbers written in ``text``, without separators and signs (``$1,200.50`` -> ``1200.5``)."""
+    out = set()
+    for m in re.finditer(r"\d[\d,]*(?:\.\d+)?", text):
+        n = m.group().replace(",", "")
+        out.add(n.rstrip("0").rstrip(".") if "." in n else n)
+    return out
+
+
+def list_calculations(engine: "Engine", texts: Sequence[str],
+                      sampling: SamplingParams = CALCULATIONS_SAMPLING) -> list["StageOutput"]:
+    """The calculations each math answer writes out, as the model lists them (FacTool's step; the regex
+    finder misses steps such as ``2(5364765) + 16094295 = 26823825``): value a list of ``expression = result``
+    texts, kept only when every number in them is written in the answer (a model must not invent one) and
+    the expression can be evaluated (:func:`halucheck.verifiers.tools.arith.evaluate`, never ``eval``)."""
+    from halucheck.prompts import load as load_prompts
+    from halucheck.records import Cost
+
+    p = load_prompts("claims")["calculations"]
+    requests = [Request(messages=({"role": "system", "content": p["system"].render()},
+                                  {"role": "user", "content": p["user"].render(text=t)}),
+                        schema=CALCULATIONS_SCHEMA, sampling=sampling, tag="claims:calculations") for t in texts]
+    results = engine.generate(requests)
+    outs = []
+    for res, text in zip(results, texts):
+        cost = Cost()
+        cost.add_results([res])
+        o = Listed(res.parsed.get("calculations") if res.ok else None, res.error, cost)
+        outs.append(o)
+        written = numbers_in(text)
+        kept = []
+        for c in o.value or []:
+            expression, result = " ".join(str(c["expression"]).split()), " ".join(str(c["result"]).split())
+            if not expression or not result or (numbers_in(expression) | numbers_in(result)) - written - {"100"}:
+                continue
+            try:
+                evaluate(expression)
+            except ArithError:
+                continue
+            kept.append(f"{expression} = {result}")
+        o.value = kept if o.value is not None else None
+    return outs
+
+
+
 # --- the verifier ---
 
 # Severity of a wrong result by its relative error |value - claimed| / |value|: below 1 % -> 1, below 10 % -> 2,
@@ -435,6 +508,10 @@ class ArithVerifier(Verifier):
             results = [check(str(meta["expression"]), str(meta["claimed"]), approximate=bool(meta.get("approximate")))]
         else:
             results = [calc.check() for calc in find_calculations(c.claim.text)]
+            if not results and c.claim.kind == "calculation" and "=" in c.claim.text:
+                # a calculation the model listed, "expression = result", in a form the finder does not read
+                expression, _, claimed = c.claim.text.rpartition("=")
+                results = [check(expression.strip(), claimed.strip())]
         if not results:
             return failed_verdict(self.name, "no calculation found in the claim")
         lines = [self._line(r) for r in results]

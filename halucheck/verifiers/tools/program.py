@@ -357,6 +357,35 @@ class ProgramCheck(Verifier):
         return failed_verdict(self.name, error, turn)
 
 
+def unseen_calculations(listed: list[str], written: list[tuple[str, int, int]]) -> list[str]:
+    """The model-listed calculations (``expression = result``) that no calculation found in the text already
+    states: not the same value claimed for the same value computed."""
+
+    def identity(text: str):
+        expression, _, claimed = text.rpartition("=")
+        outcome = check_calculation(expression, claimed)
+        return (outcome.value, outcome.claimed_value) if outcome.value is not None else None
+
+    have = {identity(t) for t, _, _ in written} - {None}
+    out, seen = [], set()
+    for text in listed:
+        key = identity(text)
+        if key is not None and key not in have and key not in seen:
+            seen.add(key)
+            out.append(text)
+    return out
+
+
+def merge_arith(a: Verdict, b: Verdict) -> Verdict:
+    """One arith verdict from two on the same answer: a wrong calculation in either decides; their turns kept."""
+    decided = [v for v in (a, b) if v.factuality is not None]
+    if not decided:
+        return replace(a, chain=a.chain + b.chain)
+    worst = next((v for v in decided if v.factuality is False), decided[0])
+    return replace(worst, error_severity=max(v.error_severity or 0 for v in decided), chain=a.chain + b.chain,
+                   error=None)
+
+
 class MathAnswer(Verifier):
     """``math``: a whole math answer checked by tools, FacTool's math check on a response: its written
     calculations (:class:`~halucheck.verifiers.tools.arith.ArithVerifier`) and its final result (``meta["answer"]``,
@@ -383,7 +412,17 @@ class MathAnswer(Verifier):
         self.program.check()
 
     def verify(self, checks, engines, on_verdict=None, on_call=None):
+        from halucheck.verifiers.tools.arith import list_calculations
+
+        # the calculations the regex finder reads, and those the model lists that it missed (FacTool's step)
+        listed = list_calculations(engines.engine_for(ROLE), [c.claim.text for c in checks])
+        found = [[(c.expression + " = " + c.claimed, 0, 0) for c in find_calculations(k.claim.text)] for k in checks]
+        extra = [Check(Claim(text, None, "calculation")) for i, out in enumerate(listed)
+                 for text in unseen_calculations(out.value or [], found[i])]
+        owner = [i for i, out in enumerate(listed) for _ in unseen_calculations(out.value or [], found[i])]
         calcs = self.arith.verify(checks)
+        for i, v in zip(owner, self.arith.verify(extra)):
+            calcs[i] = merge_arith(calcs[i], v)
         results = []
         for c in checks:
             answer = (c.meta or {}).get("answer")
@@ -391,7 +430,10 @@ class MathAnswer(Verifier):
             text = result_claim(found) if found is not None else f"The final answer is {answer}."
             results.append(Check(Claim(text, c.claim.question, "result"), meta={"answer": answer} if answer else {}))
         solved = self.program.verify(results, engines, on_call=on_call)
-        self.costs = {"math": self.program.costs["program"].merged(self.arith.costs["arith"])}
+        listing = Cost()
+        for out in listed:
+            listing = listing.merged(out.cost)
+        self.costs = {"math": self.program.costs["program"].merged(listing)}
         out = []
         for i, (a, p) in enumerate(zip(calcs, solved)):
             decided = [v for v in (a, p) if v.factuality is not None]
