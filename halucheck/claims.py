@@ -267,10 +267,10 @@ def claims_of_answers(answers: Sequence[tuple[str | None, str, int | None]], eng
     :func:`halucheck.verifiers.tools.sources.find_sources`) is a claim of kind ``source``. An answer to a math
     question (:func:`halucheck.verifiers.tools.program.is_math_question`) gets its final result as a claim of
     kind ``result`` (checked by program), the calculations the model lists in it that the regex finder missed
-    (:func:`halucheck.verifiers.tools.arith.list_calculations`, one more call per math answer) as ``calculation`` claims, and its other
-    claims are sorted by :func:`math_claims`; an answer
-    with evidence of its own to search (``grounded``: a corpus, or the item's context) is one only when its
-    question is a word problem on its own (``strict``), and keeps its derived steps as knowledge claims.
+    (:func:`halucheck.verifiers.tools.arith.list_calculations`, one more call per math answer) as
+    ``calculation`` claims, and its other claims sorted by :func:`math_claims`; an answer with evidence of its
+    own to search (``grounded``: a corpus, or the item's context) is one only when its question is a word
+    problem on its own (``strict``), and keeps its derived steps as knowledge claims.
     A failed call fails its whole answer."""
     out = [AnswerClaims() for _ in answers]
     work = []  # (answer index, sentence, needs the filter, context for the extractor)
@@ -335,7 +335,8 @@ def claims_of_answers(answers: Sequence[tuple[str | None, str, int | None]], eng
         if i in model_calcs:
             question = answers[i][0]
             kept, derived, result = math_claims(question, prose[i], kept, keep_derived=searchable)
-            a.claims += [(c, None, *locate(c, answer), "calculation") for c in unseen_calculations(model_calcs[i], calcs)]
+            a.claims += [(c, None, *locate(c, answer), "calculation")
+                         for c in unseen_calculations(model_calcs[i], calcs)]
             if result is not None:
                 a.claims.append((result_claim(result), question, result.start, result.end, "result"))
             a.claims += [(c, None, *locate(c, answer, within=seg), "knowledge") for c, seg in derived]
@@ -363,8 +364,8 @@ def math_claims(question: str, answer: str, kept: list[tuple[str, Segment]], kee
     guess. So is a claim with a number the question does not have (a derived step, "so 12 apples are left"):
     the question cannot confirm it, and a wrong step shows in the final result. The claims left restate the
     question's premises ("each box holds 125 items"): they are checked against the question (kind ``premise``).
-    With ``keep_derived`` (the answer has evidence to search) a derived step stays, third in the list, as a
-    knowledge claim."""
+    With ``keep_derived`` (the answer has evidence to search) the derived steps are returned too, to be checked
+    as knowledge claims."""
     from halucheck.verifiers.tools.arith import find_calculations
     from halucheck.verifiers.tools.program import final_result
 
