@@ -162,3 +162,11 @@ def test_a_whole_math_answer_is_wrong_when_a_listed_calculation_or_its_result_is
     opinions = " ".join(t.opinion for t in v.chain)
     assert "(claimed 26823825; right)" in opinions and "Reference 21459059" in opinions
     assert verifier.costs["math"].llm_calls == 4  # the listing and three programs
+
+
+@needs_sandbox
+def test_a_labelled_final_answer_in_words_gives_its_number():
+    verifier = get_verifier("program")
+    check = Check(Claim("The final answer is 6000.", BOXES, "result"), meta={"answer": "The factory packs 6,000 items"})
+    [v] = verifier.verify([check], pool_with(scripted([RIGHT_PROGRAM] * 3)))
+    assert v.factuality is True and "final result 6,000 matches" in v.chain[0].opinion

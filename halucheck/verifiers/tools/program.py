@@ -231,7 +231,8 @@ class ProgramCheck(Verifier):
         verdicts: list[Verdict | None] = [None] * len(checks)
         problems: dict[int, _Problem] = {}
         for i, c in enumerate(checks):
-            claimed = (c.meta or {}).get("answer") or claimed_of(c.claim.text)
+            given = (c.meta or {}).get("answer")  # a labelled final answer: "418826.8" or "The grooming costs $418826.8"
+            claimed = claimed_of(str(given)) if given not in (None, "") else claimed_of(c.claim.text)
             if not c.claim.question or not c.claim.question.strip():
                 verdicts[i] = self._failed("the program check needs the question the answer solves")
             elif claimed is None:
