@@ -170,3 +170,14 @@ def test_a_labelled_final_answer_in_words_gives_its_number():
     check = Check(Claim("The final answer is 6000.", BOXES, "result"), meta={"answer": "The factory packs 6,000 items"})
     [v] = verifier.verify([check], pool_with(scripted([RIGHT_PROGRAM] * 3)))
     assert v.factuality is True and "final result 6,000 matches" in v.chain[0].opinion
+
+
+@needs_sandbox
+def test_right_arithmetic_without_a_reference_is_an_unsure_factual():
+    def respond(request):
+        if request.tag == "claims:calculations":
+            return {"calculations": []}
+        return f"```python\nprint({request.sampling.seed})\n```"  # every program prints something else
+    [v] = get_verifier("math").verify([Check(Claim("48 x 125 = 6000, so 6000 items.", BOXES))],
+                                      pool_with(FakeEngine(responder=respond)))
+    assert v.factuality is True and v.p_hallucinated == prog.P_UNSURE and v.confidence == pytest.approx(0.55)

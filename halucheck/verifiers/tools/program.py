@@ -387,12 +387,17 @@ def merge_arith(a: Verdict, b: Verdict) -> Verdict:
                    error=None)
 
 
+P_UNSURE = 0.45  # a math answer whose calculations are right but whose result no program reference decides
+
+
 class MathAnswer(Verifier):
     """``math``: a whole math answer checked by tools, FacTool's math check on a response: its written
     calculations (:class:`~halucheck.verifiers.tools.arith.ArithVerifier`) and its final result (``meta["answer"]``,
     else :func:`final_result` of the text) against the programs' reference (:class:`ProgramCheck`). Not factual
     when either finds an error (the worse P(hallucinated) and severity); factual when every part that could
-    decide says so; no verdict when neither could (no calculation found and no majority among the programs)."""
+    decide says so, with P(hallucinated) :data:`P_UNSURE` when only the calculations could (right arithmetic
+    says nothing of the reasoning: on the dev split 6 of the 7 such answers are labelled wrong); no verdict
+    when neither could (no calculation found and no majority among the programs)."""
 
     name = "math"
     uses_llm = True
@@ -447,6 +452,8 @@ class MathAnswer(Verifier):
                 severity = max((v.error_severity or 0 for v in wrong), default=0)
                 v = replace(worst, error_severity=severity, chain=a.chain + p.chain, verifier=self.name,
                             factuality=not wrong)
+                if not wrong and p.factuality is None:  # right arithmetic vouches for no reasoning: unsure
+                    v = replace(v, p_hallucinated=P_UNSURE, confidence=1.0 - P_UNSURE)
             out.append(v)
             if on_verdict is not None:
                 on_verdict(i, v)
