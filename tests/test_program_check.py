@@ -181,3 +181,27 @@ def test_right_arithmetic_without_a_reference_is_an_unsure_factual():
     [v] = get_verifier("math").verify([Check(Claim("48 x 125 = 6000, so 6000 items.", BOXES))],
                                       pool_with(FakeEngine(responder=respond)))
     assert v.factuality is True and v.p_hallucinated == prog.P_UNSURE and v.confidence == pytest.approx(0.55)
+
+
+def test_a_clock_time_is_no_final_result_and_a_listed_calculation_keeps_to_one_sentence():
+    from halucheck.verifiers.tools.arith import list_calculations
+
+    answer = "In 4 hours it melts 2 x 4 = 8 centimeters. So it is 8 centimeters shorter from 1:00 PM to 5:00 PM."
+    assert final_result(answer).text == "8"
+    engine = FakeEngine(responder=lambda r: {"calculations": [{"expression": "2 * 4", "result": "8"},
+                                                               {"expression": "5 - 1", "result": "4"}]})
+    [listed] = list_calculations(engine, [answer])
+    assert listed.value == ["2 * 4 = 8"]  # 5 and 1 are in the answer, but as a clock's, with no 4 beside them
+
+
+@needs_sandbox
+def test_run_settles_a_result_without_a_reference_as_unsure_not_as_a_guess():
+    from halucheck.verifiers import routed
+
+    scattered = [f"print({k})\n" for k in range(1, 8)]
+    engine = scripted(scattered)
+    verifier = routed("selfcheck")
+    [v] = verifier.verify([Check(Claim("The final answer is 6000.", BOXES, "result"))], pool_with(engine))
+    assert v.factuality is True and v.p_hallucinated == prog.P_UNSURE and v.verifier == "program"
+    assert "Not contradicted, not confirmed" in v.chain[0].opinion
+    assert {r.tag for r in engine.requests} == {"program:solve"}  # no model was asked to guess

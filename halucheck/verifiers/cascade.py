@@ -80,7 +80,8 @@ class Routed(Verifier):
     a calculation is evaluated, never judged by a model; a math answer's final result is compared with
     programs the model writes for the question; code is run against independent solutions in the
     sandbox (where there is no sandbox, with a note, to ``main``); a result for which the programs found no
-    majority goes on to ``main``, its chain kept. ``main``'s verdicts on claims with no evidence at all are
+    majority is settled by its checker as an unsure "factual" (``settle``: not contradicted, not confirmed),
+    not handed to a model to guess. ``main``'s verdicts on claims with no evidence at all are
     :func:`~halucheck.verifiers.base.closed_book` (never confident); a corpus document named as the answer's source
     is looked up in the corpus (``halucheck.verifiers.tools.sources``). Citations go to their checker only with a
     bibliography (``--bibliography``); without one they go to ``main`` too."""
@@ -146,13 +147,8 @@ class Routed(Verifier):
             if verifier is self.main:
                 out = [closed_book(v) if not checks[i].evidence else v for i, v in zip(idx, out)]
             elif abstains:
-                again = sorted(verifier.abstained)  # no reference: the main verifier decides, the chain kept
-                decided = self.main.verify([checks[idx[j]] for j in again], engines, on_call=on_call) if again else []
-                if again:
-                    self._add_costs(self.main.costs)
-                for j, v in zip(again, decided):
-                    v = closed_book(v) if not checks[idx[j]].evidence else v
-                    out[j] = replace(v, chain=out[j].chain + v.chain)
+                for j in verifier.abstained:  # no reference: neither confirmed nor contradicted, never a guess
+                    out[j] = verifier.settle(out[j])
                 for j, v in enumerate(out):
                     if on_verdict is not None:
                         on_verdict(idx[j], v)

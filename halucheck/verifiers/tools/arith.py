@@ -36,6 +36,7 @@ if TYPE_CHECKING:
 
 from halucheck.engines.base import Request, SamplingParams
 from halucheck.records import Check, Turn, Verdict
+from halucheck.text import sentence_spans
 from halucheck.verifiers.base import Cost, Verifier, failed_verdict
 
 MAX_LENGTH = 500  # characters of an expression or a claimed result, as written
@@ -397,7 +398,8 @@ def list_calculations(engine: "Engine", texts: Sequence[str],
                       sampling: SamplingParams = CALCULATIONS_SAMPLING) -> list["StageOutput"]:
     """The calculations each math answer writes out, as the model lists them (FacTool's step; the regex
     finder misses steps such as ``2(5364765) + 16094295 = 26823825``): value a list of ``expression = result``
-    texts, kept only when every number in them is written in the answer (a model must not invent one) and
+    texts, kept only when every number in them is written in one sentence of the answer (a model must not
+    invent one, nor join numbers of different steps) and
     the expression can be evaluated (:func:`halucheck.verifiers.tools.arith.evaluate`, never ``eval``)."""
     from halucheck.prompts import load as load_prompts
     from halucheck.records import Cost
@@ -413,11 +415,12 @@ def list_calculations(engine: "Engine", texts: Sequence[str],
         cost.add_results([res])
         o = Listed(res.parsed.get("calculations") if res.ok else None, res.error, cost)
         outs.append(o)
-        written = numbers_in(text)
+        sentences = [numbers_in(text[a:b]) for a, b in sentence_spans(text)] or [numbers_in(text)]
         kept = []
         for c in o.value or []:
             expression, result = " ".join(str(c["expression"]).split()), " ".join(str(c["result"]).split())
-            if not expression or not result or (numbers_in(expression) | numbers_in(result)) - written - {"100"}:
+            used = (numbers_in(expression) | numbers_in(result)) - {"100"}
+            if not expression or not result or not any(used <= written for written in sentences):
                 continue
             try:
                 evaluate(expression)

@@ -23,8 +23,8 @@ checks it the way FacTool's and the program-of-thought papers do:
    (:func:`halucheck.verifiers.tools.arith.severity_of`). P(hallucinated) rests on the programs' agreement
    a (votes for the reference over programs asked): ``0.5 + 0.45 a`` when it differs, ``0.5 - 0.45 a``
    when it matches. No majority at all: the check **abstains** (a verdict without factuality, its index in
-   :attr:`ProgramCheck.abstained`), and ``run`` passes the claim on to the main verifier with the
-   programs' disagreement in its chain.
+   :attr:`ProgramCheck.abstained`: ``eval`` counts it missing), and ``run`` settles it as an unsure "factual"
+   (:meth:`ProgramCheck.settle`, P(hallucinated) :data:`P_UNSURE`), the programs' disagreement in its trace.
 
 The trace is one turn (state S0, verifier ``program``) with every program's output, the reference and its
 votes, the comparison, and the first program that printed the reference, so the report shows what was run.
@@ -53,12 +53,13 @@ if TYPE_CHECKING:
     from halucheck.engines.pool import EnginePool
 
 ROLE = "initial"
+P_UNSURE = 0.45  # a result no program reference decides, not contradicted by anything: not flagged, unsure
 SEED_STEP = 100  # program j is sampled with seed + SEED_STEP * (j + 1)
 MAX_PROGRAM_CHARS = 4000
 LIMITS = sandbox.Limits(wall_s=10.0, cpu_s=5.0, memory_mb=256, output_bytes=100_000)
 
 NUMBER = r"[-−]?(?:[$€£¥₹]\s?)?(?:\d{1,3}(?:,\d{3})+(?![\d])|\d+)(?:\.\d+)?(?:\s?%)?"
-_NUMBER = re.compile(rf"(?<![\w.]){NUMBER}")
+_NUMBER = re.compile(rf"(?<![\w.:]){NUMBER}(?!:\d)")  # not a clock time (5:00 PM)
 _FINAL = [  # where an answer states its final result, most explicit first (the last such place counts)
     re.compile(rf"\\boxed\{{\s*(?P<n>{NUMBER})\s*\}}"),
     re.compile(rf"####\s*(?P<n>{NUMBER})"),
@@ -357,6 +358,16 @@ class ProgramCheck(Verifier):
                     verifier=self.name)
         return failed_verdict(self.name, error, turn)
 
+    @staticmethod
+    def settle(v: Verdict) -> Verdict:
+        """What ``run`` makes of an abstention (no majority among the programs): the result is neither
+        contradicted nor confirmed, so it is not flagged, at P(hallucinated) :data:`P_UNSURE`; a model asked to
+        solve the question closed-book instead flagged a right answer on dev (the 1.5B guesses)."""
+        turn = replace(v.chain[0], factuality=True, error_severity=0, error=None, p_factual=1.0 - P_UNSURE,
+                       opinion=v.chain[0].opinion + "\nNot contradicted, not confirmed: the result is not flagged.")
+        return Verdict(factuality=True, error_severity=0, confidence=1.0 - P_UNSURE, chain=[turn],
+                       p_hallucinated=P_UNSURE, verifier=v.verifier)
+
 
 def unseen_calculations(listed: list[str], written: list[tuple[str, int, int]]) -> list[str]:
     """The model-listed calculations (``expression = result``) that no calculation found in the text already
@@ -385,9 +396,6 @@ def merge_arith(a: Verdict, b: Verdict) -> Verdict:
     worst = next((v for v in decided if v.factuality is False), decided[0])
     return replace(worst, error_severity=max(v.error_severity or 0 for v in decided), chain=a.chain + b.chain,
                    error=None)
-
-
-P_UNSURE = 0.45  # a math answer whose calculations are right but whose result no program reference decides
 
 
 class MathAnswer(Verifier):
