@@ -139,7 +139,7 @@ class Routed(Verifier):
                 if on_verdict is not None:
                     on_verdict(idx[j], v)
 
-            # a checker that may abstain hands its verdicts over once those it abstained on are decided
+            # a checker that may abstain hands its verdicts over once it has settled those it abstained on
             abstains = hasattr(verifier, "abstained")
             out = verifier.verify([checks[i] for i in idx], engines if verifier.uses_llm else None,
                                   on_verdict=None if abstains else emit, on_call=on_call)
