@@ -94,8 +94,18 @@ def verdict_from_score(name: str, hallucinated: bool, p_hallucinated: float, tur
                    p_hallucinated=p_hallucinated, verifier=name)
 
 
+def turn_tokens(results) -> dict:
+    """The token and time fields of the one turn that stands for several engine Results (a tool check's)."""
+    return {"prompt_tokens": sum(r.prompt_tokens for r in results),
+            "completion_tokens": sum(r.completion_tokens for r in results),
+            "cached_tokens": sum(r.cached_tokens for r in results),
+            "latency_s": max((r.latency_s for r in results), default=0.0),
+            "capped": any(r.capped for r in results)}
+
+
 def failed_verdict(name: str, error: str, turn=None) -> Verdict:
     return Verdict(None, None, 0.0, chain=[turn] if turn is not None else [], error=error, verifier=name)
 
 
-__all__ = ["Cost", "OnCall", "OnVerdict", "Verifier", "VerifierOptions", "failed_verdict", "verdict_from_score"]
+__all__ = ["Cost", "OnCall", "OnVerdict", "Verifier", "VerifierOptions", "failed_verdict", "turn_tokens",
+           "verdict_from_score"]

@@ -68,7 +68,7 @@ from halucheck.engines.base import Request, Result, SamplingParams
 from halucheck.errors import ConfigError
 from halucheck.prompts import load as load_prompts
 from halucheck.records import Check, Turn, Verdict
-from halucheck.verifiers.base import Cost, Verifier, failed_verdict
+from halucheck.verifiers.base import Cost, Verifier, failed_verdict, turn_tokens
 from halucheck.verifiers.tools.code_run import Output, _short, reference_of, run_program
 from halucheck.verifiers.tools.code_source import (
     MAX_CODE_CHARS,
@@ -346,11 +346,7 @@ class CodeCheck(Verifier):
                 wrong.append(t)
             lines.append(f"[{t + 1}] {shown_call}: reference {_short(ref)} ({votes} of {n} solutions); "
                          f"answer {answer.shown()}: {how}")
-        tokens = {"prompt_tokens": sum(r.prompt_tokens for r in results),
-                  "completion_tokens": sum(r.completion_tokens for r in results),
-                  "cached_tokens": sum(r.cached_tokens for r in results),
-                  "latency_s": max((r.latency_s for r in results), default=0.0),
-                  "capped": any(r.capped for r in results)}
+        tokens = turn_tokens(results)
         if not usable:
             why = work.tests_error or (
                 "no input has a majority output among the solutions" if calls else "no test input")

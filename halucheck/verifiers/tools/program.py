@@ -44,7 +44,7 @@ from halucheck.engines.base import Request, Result, SamplingParams
 from halucheck.errors import ConfigError
 from halucheck.prompts import load as load_prompts
 from halucheck.records import Check, Claim, Turn, Verdict
-from halucheck.verifiers.base import Cost, Verifier, failed_verdict
+from halucheck.verifiers.base import Cost, Verifier, failed_verdict, turn_tokens
 from halucheck.verifiers.tools import sandbox
 from halucheck.verifiers.tools.arith import check as check_calculation
 from halucheck.verifiers.tools.arith import find_calculations, severity_of
@@ -314,11 +314,7 @@ class ProgramCheck(Verifier):
         shown = ", ".join(v if v is not None else f"none ({note})" for v, note in zip(w.votes, w.notes))
         lines = [f"Solved the question independently: {asked} programs written by the model, run in the sandbox; "
                  f"they printed {shown}."]
-        tokens = {"prompt_tokens": sum(r.prompt_tokens for r in results),
-                  "completion_tokens": sum(r.completion_tokens for r in results),
-                  "cached_tokens": sum(r.cached_tokens for r in results),
-                  "latency_s": max((r.latency_s for r in results), default=0.0),
-                  "capped": any(r.capped for r in results)}
+        tokens = turn_tokens(results)
         if ref is None:
             error = f"undecided: no result has a majority among the {asked} programs"
             lines.append(f"No reference: no result has a majority (the commonest has {votes} of the {cast} printed).")
