@@ -79,6 +79,18 @@ def test_votes_are_canonical_and_a_reference_needs_more_than_half_of_the_program
     assert reference_of(["6000", None, None]) == (None, 1)  # one vote is no majority
     assert prog.program_text("Sure:\n```python\nprint(1)\n```\nDone.") == "print(1)"
     assert prog.program_text("print(2)\n") == "print(2)" and prog.program_text("  ") is None
+    # the program, not the block of its output after it; a reply cut off inside its block still has its code
+    assert prog.program_text("```python\nprint(3)\n```\nOutput:\n```\n3\n```") == "print(3)"
+    assert prog.program_text("```python\nx = 4\nprint(x)\n") == "x = 4\nprint(x)"
+
+
+def test_a_solution_cut_off_inside_its_code_block_is_still_read_and_blocks_are_joined():
+    from halucheck.verifiers.tools.code_source import code_of
+
+    assert code_of("Here:\n```python\ndef f(x):\n    return x\n") == "def f(x):\n    return x"
+    assert code_of("```py\nimport math\n```\nthen\n```python\ndef g():\n    pass\n```") == \
+        "import math\n\ndef g():\n    pass"
+    assert code_of("no fence here") == "no fence here"
 
 
 @needs_sandbox

@@ -16,7 +16,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Callable, Sequence
 
 from halucheck.config import VerifierOptions
-from halucheck.records import Check, Claim, Cost, Evidence, Verdict
+from halucheck.records import Check, Claim, Cost, Evidence, Turn, Verdict
 
 if TYPE_CHECKING:
     from halucheck.engines.pool import EnginePool
@@ -107,5 +107,13 @@ def failed_verdict(name: str, error: str, turn=None) -> Verdict:
     return Verdict(None, None, 0.0, chain=[turn] if turn is not None else [], error=error, verifier=name)
 
 
-__all__ = ["Cost", "OnCall", "OnVerdict", "Verifier", "VerifierOptions", "failed_verdict", "turn_tokens",
+def failed_with_reason(name: str, error: str) -> Verdict:
+    """A tool check that decided nothing, its reason as the one turn of its trace (the report shows it)."""
+    turn = Turn(state="S0", role="initial", opinion=error, factuality=None, error_severity=None, error=error,
+                verifier=name)
+    return failed_verdict(name, error, turn)
+
+
+__all__ = ["Cost", "OnCall", "OnVerdict", "Verifier", "VerifierOptions", "failed_verdict", "failed_with_reason",
+           "turn_tokens",
            "verdict_from_score"]

@@ -68,7 +68,7 @@ from halucheck.engines.base import Request, Result, SamplingParams
 from halucheck.errors import ConfigError
 from halucheck.prompts import load as load_prompts
 from halucheck.records import Check, Turn, Verdict
-from halucheck.verifiers.base import Cost, Verifier, failed_verdict, turn_tokens
+from halucheck.verifiers.base import Cost, Verifier, failed_verdict, failed_with_reason, turn_tokens
 from halucheck.verifiers.tools.code_run import Output, _short, reference_of, run_program
 from halucheck.verifiers.tools.code_source import (
     MAX_CODE_CHARS,
@@ -193,11 +193,13 @@ class CodeCheck(Verifier):
         for i, c in enumerate(checks):
             task, answer = c.claim.question, c.claim.text
             if not task or not task.strip():
-                verdicts[i] = self._failed("the code check needs the task the code answers (the claim's question)")
+                verdicts[i] = failed_with_reason(
+                    self.name, "the code check needs the task the code answers (the claim's question)")
                 continue
             entry = entry_point(task, answer, c.meta)
             if entry is None:
-                verdicts[i] = self._failed("no function to test: give meta entry_point, or a def in the task or answer")
+                verdicts[i] = failed_with_reason(
+                    self.name, "no function to test: give meta entry_point, or a def in the task or answer")
                 continue
             program = program_of(task, answer, entry)
             broken = syntax_error(program)
@@ -372,11 +374,6 @@ class CodeCheck(Verifier):
                     p_factual=1.0 - p, verifier=self.name, **tokens)
         return Verdict(factuality=factual, error_severity=severity, confidence=p if bad else 1.0 - p, chain=[turn],
                        p_hallucinated=p, verifier=self.name)
-
-    def _failed(self, error: str) -> Verdict:
-        turn = Turn(state="S0", role="initial", opinion=error, factuality=None, error_severity=None, error=error,
-                    verifier=self.name)
-        return failed_verdict(self.name, error, turn)
 
     def _unparsable(self, entry: str, broken: str) -> Verdict:
         opinion = f"The answer does not parse ({broken}): `{entry}` can run on no input. Nothing was run."

@@ -14,12 +14,14 @@ import textwrap
 MAX_INPUT_CHARS = 400  # one test input as written by the model
 MAX_CODE_CHARS = 6000  # one solution
 
-_FENCE = re.compile(r"```[ \t]*(?:python3?|py)?[ \t]*\n(.*?)```", re.DOTALL | re.IGNORECASE)
+# a Markdown code block; the last one may be cut off by the reply's token budget (no closing fence)
+_FENCE = re.compile(r"```[ \t]*(?:python3?|py)?[ \t]*\n(.*?)(?:```|\Z)", re.DOTALL | re.IGNORECASE)
 
 
-def code_of(text: str) -> str:
-    """The code in ``text``: the contents of its Markdown code blocks if it has any, else the text."""
-    blocks = _FENCE.findall(text or "")
+def code_of(text: str, first: bool = False) -> str:
+    """The code in ``text``: the contents of its Markdown code blocks if it has any (only the first with
+    ``first``: a program followed by a block of its output), else the text."""
+    blocks = _FENCE.findall(text or "")[: 1 if first else None]
     return "\n\n".join(b.strip("\n") for b in blocks) if blocks else (text or "")
 
 

@@ -44,10 +44,11 @@ from halucheck.engines.base import Request, Result, SamplingParams
 from halucheck.errors import ConfigError
 from halucheck.prompts import load as load_prompts
 from halucheck.records import Check, Claim, Turn, Verdict
-from halucheck.verifiers.base import Cost, Verifier, failed_verdict, turn_tokens
+from halucheck.verifiers.base import Cost, Verifier, failed_verdict, failed_with_reason, turn_tokens
 from halucheck.verifiers.tools import sandbox
 from halucheck.verifiers.tools.arith import check as check_calculation
 from halucheck.verifiers.tools.arith import find_calculations, severity_of
+from halucheck.verifiers.tools.code_source import code_of
 
 if TYPE_CHECKING:
     from halucheck.engines.pool import EnginePool
@@ -76,7 +77,6 @@ _NUMBER_WORD = re.compile(
     r"\b(two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|twenty|thirty|forty|fifty|hundred|thousand|"
     r"million|half|twice|double|triple|third|quarter|percent)\b", re.IGNORECASE)
 _YEAR = re.compile(r"^(1[0-9]|20)\d\d$")
-_FENCE = re.compile(r"```[ \t]*(?:python|py)?[ \t]*\n(.*?)(?:```|$)", re.DOTALL | re.IGNORECASE)
 
 
 @dataclass(frozen=True)
@@ -159,8 +159,7 @@ def value_of(output: str) -> str | None:
 
 def program_text(reply: str) -> str | None:
     """The program in a reply: its first fenced code block, else the whole reply; None when empty."""
-    m = _FENCE.search(reply or "")
-    code = (m.group(1) if m else reply or "").strip("\n")
+    code = code_of(reply or "", first=True).strip("\n")
     return code if code.strip() else None
 
 
@@ -235,9 +234,9 @@ class ProgramCheck(Verifier):
             given = (c.meta or {}).get("answer")  # a labelled final answer: "418826.8" or "The grooming costs $418826.8"
             claimed = claimed_of(str(given)) if given not in (None, "") else claimed_of(c.claim.text)
             if not c.claim.question or not c.claim.question.strip():
-                verdicts[i] = self._failed("the program check needs the question the answer solves")
+                verdicts[i] = failed_with_reason(self.name, "the program check needs the question the answer solves")
             elif claimed is None:
-                verdicts[i] = self._failed("no number in the claim to compare with the programs' result")
+                verdicts[i] = failed_with_reason(self.name, "no number in the claim to compare with the programs' result")
             else:
                 unit = re.sub(r"^.*?" + re.escape(str(claimed)), "", c.claim.text, count=1).strip(" .") \
                     if str(claimed) in c.claim.text else ""
@@ -348,11 +347,6 @@ class ProgramCheck(Verifier):
                     p_factual=1.0 - p, verifier=self.name, **tokens)
         return Verdict(factuality=factual, error_severity=severity, confidence=max(p, 1.0 - p), chain=[turn],
                        p_hallucinated=p, verifier=self.name)
-
-    def _failed(self, error: str) -> Verdict:
-        turn = Turn(state="S0", role="initial", opinion=error, factuality=None, error_severity=None, error=error,
-                    verifier=self.name)
-        return failed_verdict(self.name, error, turn)
 
     @staticmethod
     def settle(v: Verdict) -> Verdict:
