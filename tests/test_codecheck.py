@@ -427,6 +427,22 @@ def test_more_solutions_are_asked_for_only_while_an_input_has_no_majority():
     assert sum(r.tag == "code:solution" for r in eng.requests) == 3
 
 
+@needs_sandbox
+def test_more_solutions_are_asked_for_when_crashes_leave_no_reference_anywhere():
+    crash = "def count_up(n):\n    raise ValueError(n)\n"
+    # the first three crash or hold no code: no input has a reference; four more give [1, 2, 3] 3 votes of 7
+    eng = scripted(["3"], [crash, "RAW:I cannot help with that.", crash, SOLUTIONS[0], crash, SOLUTIONS[1],
+                           SOLUTIONS[2]])
+    verifier, (v,) = verify([code_claim(OFF_BY_ONE)], eng, max_solutions=7)
+    assert sum(r.tag == "code:solution" for r in eng.requests) == 7
+    assert v.factuality is None and "no input has a majority" in v.error  # 3 of 7 is no majority
+    eng = scripted(["3"], [crash, crash, SOLUTIONS[0], SOLUTIONS[1], SOLUTIONS[2], crash, crash])
+    verifier, (v,) = verify([code_claim(OFF_BY_ONE)], eng, max_solutions=7)
+    assert sum(r.tag == "code:solution" for r in eng.requests) == 5  # 3 of 5 is a majority: stop there
+    assert v.factuality is False
+    assert lines(v)[1] == "[1] count_up(3): reference [1, 2, 3] (3 of 5 solutions); answer [1, 2]: DISAGREES"
+
+
 def test_the_examples_a_task_states_are_test_inputs():
     task = ('def add(a, b):\n    """Add two numbers.\n    >>> add(1, 2)\n    3\n    add([1], [2]) == [1, 2]; '
             'add(x, 3) is no literal\n    """\n')

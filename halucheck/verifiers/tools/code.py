@@ -21,8 +21,9 @@ signature with its docstring, as in HumanEval, or a description). :class:`CodeCh
 3. **Reference**: per input, the output that more than half of the requested solutions return (a solution
    whose reply was invalid, or that raises or times out on the input, votes for nothing). An input without
    such a majority is skipped: tied or scattered solutions, or an input most solutions reject (they raise).
-   While an input has outputs but no majority, :attr:`CodeCheck.more` solutions more are asked for and run,
-   up to :attr:`CodeCheck.max_solutions`; the majority is then of all the solutions asked for.
+   While an input has outputs but no majority, or no input has a reference at all (solutions that crashed
+   or gave no code), :attr:`CodeCheck.more` solutions more are asked for and run, up to
+   :attr:`CodeCheck.max_solutions`; the majority is then of all the solutions asked for.
 4. **Verdict**: the answer fails when, on any input with a reference, it returns something else or
    raises, times out or does not load; it is factual when it matches the reference on every such input.
    No usable input (no valid test, or no majority anywhere) gives a failed verdict saying why, except for
@@ -121,7 +122,7 @@ class CodeCheck(Verifier):
     uses_llm = True
     tests = 5  # test inputs asked for (FacTool generated 3)
     solutions = 3  # independent solutions asked for first (FacTool: 3); the reference needs more than half
-    more = 2  # asked for next, while an input has outputs but no majority
+    more = 2  # asked for next, while an input has outputs but no majority or no input has a reference
     max_solutions = 7
     max_examples = 5  # calls taken from the examples the task states
     input_timeout_s = 2.0  # per call, and per load of the task or the code
@@ -248,12 +249,17 @@ class CodeCheck(Verifier):
         return verdicts  # type: ignore[return-value]
 
     def _undecided(self, work: _Task) -> bool:
-        """Whether an input has outputs from the solutions but none with a majority of those asked for."""
+        """Whether more solutions could decide: an input has outputs from the solutions but none with a
+        majority of those asked for, or no input has a reference at all (solutions that crashed or whose
+        reply held no code vote for nothing: the task would go undecided)."""
+        referenced = 0
         for t in range(len(work.calls or [])):
             outputs = [run[t] for run in work.runs[1:] if run]
-            if any(o.value is not None for o in outputs) and reference_of(outputs, len(work.solutions))[0] is None:
+            ref = reference_of(outputs, len(work.solutions))[0]
+            if ref is None and any(o.value is not None for o in outputs):
                 return True
-        return False
+            referenced += ref is not None
+        return bool(work.calls) and not referenced
 
     def _read_tests(self, work: _Task, tests: Result) -> None:
         """The calls to run: the examples the task states, then the test inputs the model wrote (invalid ones
