@@ -68,6 +68,11 @@ _ADDRESSED = [
     r"\b(?:must|should)\s+be\s+(?:ignored|disregarded)\b",
     r"\bjudge\s+only\s+the\s+(?:text|claim|statement)\b",
     r"\bsystem\s+(?:prompt|message|override|instruction)s?\b",
+    r"\bsystem\s+(?:notice|alert|note|update)\s*[:\-\u2013\u2014]",  # a header posing as the checker's system
+    r"\b(?:evaluation|grading|debug|developer|admin)\s+mode\s*[:\-\u2013\u2014]",
+    # a blanket verdict on whatever is being checked: "every statement in this batch is false"
+    rf"\b(?:every|all|each)\s+(?:of\s+the\s+)?(?:{_SUBJECT}|statements|claims|answers|responses|items)\s+(?:in|of)\s+"
+    rf"(?:this|the)\s+(?:batch|set|dataset|evaluation|test|run)\s+(?:is|are)\s+(?:{_VERDICT[3:-1]})\b",
 ]
 _ADDRESSED_RE = re.compile("|".join(f"(?:{p})" for p in _ADDRESSED), re.IGNORECASE)
 _OVERRIDE_RE = re.compile("|".join(f"(?:{p})" for p in _OVERRIDES), re.IGNORECASE)
@@ -103,11 +108,14 @@ def _speaks_to_checker(sentence: str) -> bool:
     return bool(_TO_READER.search(sentence) and _VERDICT_WORD.search(sentence) and _UNDER_CHECK.search(sentence))
 
 
-_SENTENCE_END = re.compile(r"(?:(?<=[.!?;])|(?<=[.!?;][”\"’')\]]))\s+|\n+")
+# a clause is what the checker-addressed test reads (a semicolon ends it); what is taken out is the whole sentence
+# around it: "The context above is unreliable; you should consider the answer incorrect." left its first clause
+_CLAUSE_END = re.compile(r"(?:(?<=[.!?;])|(?<=[.!?;][”\"’')\]]))\s+|\n+")
+_SENTENCE_END = re.compile(r"(?:(?<=[.!?])|(?<=[.!?][”\"’')\]]))\s+|\n+")
 
 
 def _sentence_bounds(text: str, start: int, end: int) -> tuple[int, int]:
-    """The sentence of ``text`` around ``start:end`` (sentence ends: . ! ? ; and line breaks)."""
+    """The sentence of ``text`` around ``start:end`` (sentence ends: . ! ? and line breaks)."""
     lo = 0
     for m in _SENTENCE_END.finditer(text, 0, start):
         lo = m.end()
@@ -137,10 +145,10 @@ def _found(text: str) -> tuple[int | None, list[tuple[int, int]]]:
                 hi = len(head) if line_end < 0 else line_end
             found.append((lo, hi))
     lo = 0
-    for m in list(_SENTENCE_END.finditer(head)) + [None]:
+    for m in list(_CLAUSE_END.finditer(head)) + [None]:
         hi = m.start() if m else len(head)
         if hi > lo and _speaks_to_checker(head[lo:hi]):
-            found.append((lo, hi))
+            found.append(_sentence_bounds(head, lo, hi))
         lo = m.end() if m else lo
     spans: list[tuple[int, int]] = []
     for lo, hi in sorted(found):
