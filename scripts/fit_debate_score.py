@@ -4,9 +4,10 @@
     python scripts/fit_debate_score.py RUN... --write     # store them in score.json with their provenance
 
 Reads each run's predictions.jsonl (the chains with their turns), rebuilds each chain's features, fits a
-logistic regression (scikit-learn, L2, C=1) of the label on them, and prints the weights with the AUROC of
-the shipped score, of the first agent alone and of the fitted score (in-sample and 5-fold cross-validated,
-folds by source group). Refuses runs on the test split.
+logistic regression (``score.fit``: scikit-learn, L2, C=1, and the threshold of best balanced accuracy) of the
+label on them, and prints the weights with the AUROC and balanced accuracy of the first agent alone, of the
+chain's standing verdict, of the shipped and of the fitted score (in-sample and 5-fold cross-validated, folds
+by source group, threshold chosen inside each fold). Refuses runs on the test split.
 """
 
 from __future__ import annotations
@@ -15,26 +16,16 @@ import argparse
 import json
 import subprocess
 import sys
+from dataclasses import replace
 from datetime import date
 from pathlib import Path
 
-from halucheck.records import Turn
 from halucheck.verifiers.calibration.metrics import auroc_score
 from halucheck.verifiers.debate import score as debate_score
 
 
-def turns_of(chain: list[dict]) -> list[Turn]:
-    out = []
-    for t in chain:
-        if t.get("verifier", "debate") != "debate":
-            continue
-        out.append(Turn(t["state"], t["role"], t.get("opinion") or "", t.get("factuality"), t.get("error_severity"),
-                        error=t.get("error"), p_factual=t.get("p_factual"), **Turn.detail_fields(t)))
-    return out
-
-
-def load(runs: list[Path]) -> tuple[list[dict], list[bool], list[float], list[float], list[str]]:
-    xs, ys, shipped, first, groups = [], [], [], [], []
+def load(runs: list[Path]) -> tuple[list, list[dict], list[bool], list[float], list[float], list[str]]:
+    chains, xs, ys, shipped, first, groups = [], [], [], [], [], []
     for run in runs:
         metrics = json.loads((run / "metrics.json").read_text("utf-8"))
         if metrics.get("split") == "test":
@@ -43,16 +34,17 @@ def load(runs: list[Path]) -> tuple[list[dict], list[bool], list[float], list[fl
             r = json.loads(line)
             if r.get("prediction") is None:
                 continue
-            chain = turns_of((r.get("detail") or {}).get("chain") or [])
-            if not chain or chain[0].role != "initial" or not chain[0].ok:
+            chain = debate_score.turns_of((r.get("detail") or {}).get("chain") or [])
+            if debate_score.standing_of(chain) is None:
                 continue
-            xs.append(debate_score.features(chain, not r["prediction"]))
+            chains.append(chain)
+            xs.append(debate_score.features(chain))
             ys.append(bool(r["label"]))
             shipped.append(float(r["score"]))
             p0 = chain[0].p_factual if chain[0].p_factual is not None else float(chain[0].factuality)
             first.append(1.0 - p0)
             groups.append(r.get("group") or r["id"])
-    return xs, ys, shipped, first, groups
+    return chains, xs, ys, shipped, first, groups
 
 
 def main() -> None:
@@ -61,40 +53,48 @@ def main() -> None:
     ap.add_argument("--write", action="store_true", help="store the fitted weights in score.json")
     args = ap.parse_args()
     import numpy as np
-    from sklearn.linear_model import LogisticRegression
     from sklearn.model_selection import GroupKFold
 
-    xs, ys, shipped, first, groups = load(args.runs)
+    chains, xs, ys, shipped, first, groups = load(args.runs)
     if len(set(ys)) < 2:
         sys.exit("need both labels among the items")
     names = debate_score.FEATURES
     X = np.array([[x[k] for k in names] for x in xs])
     y = np.array(ys)
-    model = LogisticRegression(C=1.0).fit(X, y)
-    fitted = model.predict_proba(X)[:, 1]
-    cv = np.zeros(len(y))
+    weights = debate_score.fit(chains, ys)
+    fitted = [weights.score(x) for x in xs]
+    cv, cv_decided = np.zeros(len(y)), np.zeros(len(y), dtype=bool)
     for train, test in GroupKFold(n_splits=5).split(X, y, groups):
-        cv[test] = LogisticRegression(C=1.0).fit(X[train], y[train]).predict_proba(X[test])[:, 1]
+        fold = debate_score.fit([chains[i] for i in train], [ys[i] for i in train])
+        cv[test] = [fold.score(xs[i]) for i in test]
+        cv_decided[test] = cv[test] >= fold.threshold
+
+    def balacc(pred) -> float:
+        pred = np.asarray(pred, dtype=bool)
+        return float((pred[y].mean() + (~pred[~y]).mean()) / 2)
+
+    standing = [x["verdict"] > 0 for x in xs]
     print(f"items: {len(y)} ({int(y.sum())} hallucinated) from {len(args.runs)} run(s)")
     print(f"AUROC first agent alone {auroc_score(first, list(y)):.3f}; shipped score {auroc_score(shipped, list(y)):.3f}; "
-          f"fitted {auroc_score(list(fitted), list(y)):.3f} in-sample, {auroc_score(list(cv), list(y)):.3f} cross-validated")
-    weights = {k: round(float(w), 4) for k, w in zip(names, model.coef_[0])}
-    print(f"bias {model.intercept_[0]:.4f}; weights {weights}")
+          f"fitted {auroc_score(fitted, list(y)):.3f} in-sample, {auroc_score(list(cv), list(y)):.3f} cross-validated")
+    print(f"BalAcc first agent alone {balacc([p >= 0.5 for p in first]):.3f}; the chain's standing verdict "
+          f"{balacc(standing):.3f}; fitted score at its threshold {balacc([p >= weights.threshold for p in fitted]):.3f} "
+          f"in-sample, {balacc(cv_decided):.3f} cross-validated")
+    print(f"bias {weights.bias}; weights {weights.weights}; threshold {weights.threshold}")
     if args.write:
         commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
         metas = [json.loads((r / "metrics.json").read_text("utf-8")) for r in args.runs]
         provenance = {
-            "fitted": True, "date": date.today().isoformat(), "commit": commit, "items": int(len(y)),
+            **weights.provenance, "date": date.today().isoformat(), "commit": commit,
             "runs": [str(r) for r in args.runs], "split": "dev",
             "datasets": sorted({d for m in metas for d in m.get("results", {})}),
             "profile": next((m["settings"].get("profile") for m in metas if m.get("settings")), None),
             "model": next((m["settings"].get("model") for m in metas if m.get("settings")), None),
             "auroc_cross_validated": round(auroc_score(list(cv), list(y)), 4),
-            "method": "scripts/fit_debate_score.py: sklearn LogisticRegression(C=1) on the chain features",
+            "balanced_accuracy_cross_validated": round(balacc(cv_decided), 4),
         }
-        path = Path(debate_score.__file__).with_name("score.json")
-        path.write_text(json.dumps({"bias": round(float(model.intercept_[0]), 4), "weights": weights,
-                                    "provenance": provenance}, indent=2) + "\n", "utf-8")
+        path = debate_score.save_weights(replace(weights, provenance=provenance),
+                                         Path(debate_score.__file__).with_name("score.json"))
         print(f"written: {path}")
 
 

@@ -321,3 +321,83 @@ def test_paper_messages_join_question_and_answer_as_the_paper_does():
     msgs = build_messages(Claim("Paris.", question="What is the capital of France?"), EVIDENCE,
                           AgentCall("initial", "S0", prompts="paper"))
     assert '[text]: "What is the capital of France? Paris."' in msgs[-1]["content"]
+
+
+# ---------------------------------------------------------------- the fitted score decides
+
+
+def _chain(initial, leader_winners=(), p_first=None):
+    """S0 then one round whose Leader turns name ``leader_winners`` (S0 factual: a skeptic win flips it)."""
+    from halucheck.records import Turn
+
+    p0 = p_first if p_first is not None else (0.9 if initial else 0.1)
+    chain = [Turn("S0", "initial", "r", initial, 0 if initial else None, p_factual=p0)]
+    for w, p in leader_winners:
+        moved = (w == "trust") == initial
+        chain.append(Turn("S2", "leader", "q", moved, None, p_factual=p, winner=w))
+    return chain
+
+
+def test_the_standing_verdict_is_read_back_from_the_chain_as_the_debate_moved_it():
+    from halucheck.verifiers.debate.score import standing_of
+
+    assert standing_of(_chain(True)) is True
+    assert standing_of(_chain(True, [("skeptic", 0.2)])) is False
+    # the two orders disagree: the mean P(factual) decides, a tie to the standing verdict
+    assert standing_of(_chain(True, [("skeptic", 0.2), ("trust", 0.9)])) is True  # 0.55
+    assert standing_of(_chain(True, [("skeptic", 0.2), ("trust", 0.7)])) is False  # 0.45: the attack wins
+    assert standing_of(_chain(True, [("skeptic", 0.2), ("trust", 0.8)])) is True  # 0.5: a tie
+    assert standing_of([]) is None
+
+
+def test_the_verdict_is_the_fitted_scores_not_the_leaders():
+    from halucheck.verifiers.debate.rounds import make_verdict
+    from halucheck.verifiers.debate.score import ScoreWeights, shipped
+
+    chain = _chain(True, [("skeptic", 0.3)], p_first=0.95)  # a confident first agent, a Leader that flips it
+    leader_only = ScoreWeights(0.0, {"first": 0.0, "leader": 0.0, "margin": 0.0, "verdict": 3.0})
+    first_only = ScoreWeights(0.0, {"first": 1.0, "leader": 0.0, "margin": 0.0, "verdict": 0.0}, threshold=0.4)
+    assert make_verdict(chain, False, 1, False, leader_only).factuality is False
+    v = make_verdict(chain, False, 1, False, first_only)
+    assert v.factuality is True and v.error_severity == 0 and v.p_hallucinated == pytest.approx(0.05)
+    assert v.confidence == pytest.approx(0.95)
+    # the threshold is part of the decision: the same P on the other side of it
+    high = make_verdict(_chain(True, p_first=0.55), True, 0, True,
+                        ScoreWeights(0.0, {"first": 1.0}, threshold=0.4))
+    assert high.p_hallucinated == pytest.approx(0.45) and high.factuality is False and high.error_severity == 2
+    assert shipped().threshold == pytest.approx(shipped().to_dict()["threshold"])
+
+
+def test_weights_refitted_for_a_profile_are_used_for_that_model_only(tmp_path):
+    from halucheck.verifiers.debate.score import ScoreWeights, resolve_weights, save_weights, shipped, weights_path
+
+    assert resolve_weights("cpu-1.5b", "m", root=tmp_path) == shipped()
+    mine = ScoreWeights(0.1, {"first": 1.0, "leader": 0.0, "margin": 0.0, "verdict": 0.0}, 0.3, {"model": "m"})
+    save_weights(mine, weights_path("cpu-1.5b", tmp_path))
+    assert resolve_weights("cpu-1.5b", "m", root=tmp_path) == mine
+    assert resolve_weights("other", "m", root=tmp_path) == shipped()
+    with pytest.raises(ConfigError, match="fitted on model m, this run uses n"):
+        resolve_weights("cpu-1.5b", "n", root=tmp_path)
+    weights_path("cpu-1.5b", tmp_path).write_text("{not json")
+    with pytest.raises(ConfigError, match="unreadable"):
+        resolve_weights("cpu-1.5b", "m", root=tmp_path)
+
+
+def test_fitting_puts_the_weight_where_the_signal_is():
+    """Labels that follow the first agent and not the Leader: the fit weighs the first agent up, the Leader
+    down, and its threshold separates the fitting data."""
+    from halucheck.verifiers.debate.score import fit
+
+    chains, labels = [], []
+    for k in range(40):
+        hallucinated = k % 2 == 0
+        p_first = 0.2 + 0.1 * (k % 3) if hallucinated else 0.7 + 0.1 * (k % 3)  # S0 right, confidence varies
+        winner = "skeptic" if k % 4 < 2 else "trust"  # a Leader unrelated to the truth
+        chains.append(_chain(p_first >= 0.5, [(winner, 0.3 if winner == "skeptic" else 0.7)], p_first=p_first))
+        labels.append(hallucinated)
+    w = fit(chains, labels, {"model": "m"})
+    assert w.weights["first"] > 0.5 and abs(w.weights["leader"]) < w.weights["first"]
+    assert w.provenance["model"] == "m" and w.provenance["items"] == 40
+    assert all((w.score(features(c)) >= w.threshold) == y for c, y in zip(chains, labels))
+    with pytest.raises(ConfigError, match="hallucinated and factual"):
+        fit(chains[:1], labels[:1])

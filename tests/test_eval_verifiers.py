@@ -528,3 +528,42 @@ def test_named_calibrators_and_calibrator_files_in_calibrate_and_eval(tmp_path, 
     r = runner.invoke(app, ["eval", "-d", "d", *base, "--calibration", str(tmp_path / "fit2" / "calibrator.json"),
                             "-o", str(tmp_path / "y")])
     assert r.exit_code == 1 and "fitted on model m2, this run uses model m1" in r.stderr
+
+
+def test_calibrate_refits_the_debate_score_and_the_debate_then_uses_it(tmp_path, monkeypatch, toy_sets):
+    """`calibrate -v debate` fits the score's weights and threshold on the dev chains, stores them for the
+    profile with their provenance, and the debate's later verdicts and P(hallucinated) are that score's."""
+    from halucheck.verifiers.debate import score
+
+    monkeypatch.setenv("HALUCHECK_HOME", str(tmp_path / "home"))
+
+    def respond(request):  # a first agent right on every claim but claim 4; attacks with no checked quote
+        role = request.tag.split(":")[1]
+        if role == "initial":
+            i = int(re.search(r"claim (\d+)", request.messages[-1]["content"]).group(1))
+            return {"reasoning": "r", "factuality": (i % 2 == 1) != (i == 4)}
+        if request.schema["title"] == "stance_factual":
+            return {"quotes": ["nothing like this"], "argument": "a"}
+        return {"finding": "contradicted", "quotes": ["nothing like this"], "argument": "a", "error_severity": 3}
+
+    register("debate-judge", lambda model="", **kw: FakeEngine(responder=respond))
+    cfg = tmp_path / "models.yaml"
+    cfg.write_text("default_profile: d\nprofiles:\n  d: {engine: debate-judge, model: m1}\n")
+    r = runner.invoke(app, ["calibrate", "-d", "a", "-d", "b", "-v", "debate", "--config", str(cfg),
+                            "-o", str(tmp_path / "fit")])
+    assert r.exit_code == 0, r.output
+    stored = tmp_path / "home" / "calibration" / "debate-score--d.json"
+    assert stored.is_file() and "debate score refitted on 12 chains" in r.stdout and str(stored) in r.stdout
+    w = score.load_weights(stored)
+    assert w.provenance["model"] == "m1" and w.provenance["split"] == "dev" and w.provenance["datasets"] == ["a", "b"]
+    assert w.weights["first"] > 0  # the first agent is the only signal here
+    r = runner.invoke(app, ["eval", "-d", "c", "-v", "debate", "--config", str(cfg), "-o", str(tmp_path / "ev")])
+    assert r.exit_code == 0, r.output
+    for row in (json.loads(line) for line in (tmp_path / "ev" / "predictions.jsonl").read_text().splitlines()):
+        chain = score.turns_of(row["detail"]["chain"])
+        p = w.score(score.features(chain))
+        assert row["detail"]["p_hallucinated"] == pytest.approx(p, abs=1e-4)
+        assert row["prediction"] is (p >= w.threshold)
+    cfg.write_text("default_profile: d\nprofiles:\n  d: {engine: debate-judge, model: m2}\n")
+    r = runner.invoke(app, ["eval", "-d", "c", "-v", "debate", "--config", str(cfg), "-o", str(tmp_path / "ev2")])
+    assert r.exit_code == 1 and "fitted on model m1" in r.stderr

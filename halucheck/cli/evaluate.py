@@ -233,6 +233,7 @@ def calibrate_cmd(
         result = run_eval(dataset or [], verifier, settings, out_dir, split=split, limit=limit, options=options,
                           log=lambda m: typer.echo(m, err=True), data=user, calibration=False)
         rows = [r for r in read_predictions(out_dir) if r.get("score") is not None]
+        refit = _refit_debate_score(rows, prof, dataset, data, split) if v.name == "debate" else None
         cal = calibration.fit([r["score"] for r in rows], [bool(r["label"]) for r in rows],
                               target_precision=target_precision, min_accuracy=min_accuracy, verifier=v.name,
                               profile=prof.name if prof else None, model=prof.model if prof else None, name=name,
@@ -250,6 +251,11 @@ def calibrate_cmd(
         chance = calibration.ece_if_calibrated(cal.apply_many([r["score"] for r in rows]))
     except HalucheckError as exc:
         fail(str(exc))
+    if refit is not None:
+        w, where = refit
+        typer.echo(f"debate score refitted on {w.provenance['items']} chains: weights {w.weights}, bias {w.bias}, "
+                   f"threshold {w.threshold}")
+        typer.echo(f"  saved:       {where}  (the debate uses it on this profile and model)")
     typer.echo(f"calibrator for {v.name}/{prof.name if prof else '-'} on {result.items} items: {cal.summary()}")
     use = f"with --calibration {name}" if name else "by default"
     typer.echo(f"  saved:       {path}  (used by run, check and eval with this verifier and profile {use})")
@@ -257,6 +263,26 @@ def calibrate_cmd(
     typer.echo(f"  reliability: {svg}")
     typer.echo(f"  by chance:   on {chance['n']} items like these, calibrated scores show ECE {chance['mean']:.3f} "
                f"(95 %: {chance['p95']:.3f}); a lower ECE needs more items to show")
+
+
+def _refit_debate_score(rows: list[dict], prof, dataset, data, split: str):
+    """Refit the debate's score weights and threshold on the eval's chains (``score.fit``), store them for the
+    profile, and put the refitted P(hallucinated) in ``rows`` (the calibrator is fitted on those). Returns
+    (weights, path)."""
+    from datetime import date
+
+    from halucheck.verifiers.debate import score
+
+    chains = [score.turns_of((r.get("detail") or {}).get("chain") or []) for r in rows]
+    weights = score.fit(chains, [bool(r["label"]) for r in rows], {
+        "date": date.today().isoformat(), "profile": prof.name if prof else None,
+        "model": prof.model if prof else None, "datasets": list(dataset or []),
+        "files": [str(f) for f in data or []], "split": split})
+    path = score.save_weights(weights, score.weights_path(prof.name if prof else None))
+    for r, chain in zip(rows, chains):
+        if score.standing_of(chain) is not None:
+            r["score"] = weights.score(score.features(chain))
+    return weights, path
 
 
 def _report_missing(out_dir: Path, items: int) -> None:

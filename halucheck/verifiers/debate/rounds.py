@@ -10,7 +10,8 @@ standing one. Only a Leader moves the verdict: an attack with no verified quote 
 fails without a Leader call, but a void defence still goes to the Leader (on Factcheck-GPT dev, the attacks
 that won against a void defence without one were wrong 24 times in 29).
 The chain stops once an attack has failed (consensus on the standing verdict) and ``min_rounds`` have
-run, or after ``max_rounds``. The verdict is the standing one; its score is ``score.py``'s.
+run, or after ``max_rounds``. The verdict is the fitted score's (``score.py``: the first agent's and the
+Leaders' probabilities, the verified-quote margin and the standing verdict, weights and threshold fitted on dev).
 
 ``debate()`` is a generator: it yields an AgentCall for every turn and receives the Turn back. It never
 touches an engine, so the same logic runs one claim at a time or thousands at once (scheduler.py).
@@ -24,7 +25,7 @@ from typing import Generator, Sequence
 from halucheck.config import DebateConfig
 from halucheck.records import Claim, Evidence, State, Turn, Verdict
 from halucheck.verifiers.debate.agents import AgentCall
-from halucheck.verifiers.debate.score import chain_score
+from halucheck.verifiers.debate.score import ScoreWeights, features, round_verdict, shipped
 from halucheck.verifiers.scoring import pool
 
 # Policy -> (next state when the standing verdict is factual, when it is not). Paper Table 4.
@@ -48,8 +49,9 @@ def next_state(policy: str, result: bool) -> State:
 
 
 def debate(claim: Claim, evidence: Sequence[Evidence], cfg: DebateConfig = DebateConfig(),
-           ) -> Generator[AgentCall, Turn, Verdict]:
-    """Run one claim's debate; yields AgentCalls, receives Turns, returns the Verdict."""
+           weights: ScoreWeights | None = None) -> Generator[AgentCall, Turn, Verdict]:
+    """Run one claim's debate; yields AgentCalls, receives Turns, returns the Verdict (scored with
+    ``weights``, default the shipped ones)."""
     if cfg.prompts == "paper":
         return (yield from paper_debate(claim, evidence, cfg))
     first = yield AgentCall("initial", "S0")
@@ -70,15 +72,12 @@ def debate(claim: Claim, evidence: Sequence[Evidence], cfg: DebateConfig = Debat
                 heard = tuple(sides.values())  # in the order they spoke; ``swapped``: the other order
                 leaders.append((yield AgentCall("leader", state, heard, argues=standing, swapped=swapped)))
             chain += leaders
-            decided = [t for t in leaders if t.ok]
-            if not decided:  # no valid Leader: nothing moves (the failed turn is retried on a rerun)
+            # the Leader's winner (both orders agreeing), else their token probabilities, a tie to the defender
+            moved = round_verdict(leaders, standing)
+            if moved is None:  # no valid Leader: nothing moves (the failed turn is retried on a rerun)
                 rounds += 1
                 break
-            if len({t.factuality for t in decided}) == 1:  # the Leader (both orders agreeing) named a winner
-                verdict = bool(decided[0].factuality)
-            else:  # the two orders named different winners: their token probabilities, a tie to the defender
-                p_factual = sum(t.p_factual for t in decided) / len(decided)
-                verdict = standing if (p_factual if standing else 1.0 - p_factual) >= 0.5 else not standing
+            verdict = moved
         else:  # an attack without a verified quote fails, a defence with no valid reply loses: no call
             verdict = standing if not skeptic.counts else not standing
             chain.append(Turn(state, "leader", _walkover(trust, skeptic), verdict, None,
@@ -88,7 +87,7 @@ def debate(claim: Claim, evidence: Sequence[Evidence], cfg: DebateConfig = Debat
         standing = verdict
         if consensus and rounds >= cfg.min_rounds:
             break
-    return make_verdict(chain, standing, rounds, consensus)
+    return make_verdict(chain, standing, rounds, consensus, weights)
 
 
 def _walkover(trust: Turn, skeptic: Turn) -> str:
@@ -98,18 +97,21 @@ def _walkover(trust: Turn, skeptic: Turn) -> str:
     return "The Trust agent gave no valid reply: the Skeptic agent wins without a Leader call."
 
 
-def make_verdict(chain: list[Turn], standing: bool | None, rounds: int, consensus: bool) -> Verdict:
-    """The standing verdict with the severity of the last stance that rated the error, and the chain's
-    fitted P(hallucinated) (``score.chain_score``)."""
+def make_verdict(chain: list[Turn], standing: bool | None, rounds: int, consensus: bool,
+                 weights: ScoreWeights | None = None) -> Verdict:
+    """The verdict of the fitted score (``score.py``: P(hallucinated) from the chain's features, the standing
+    verdict among them, and its threshold), with the severity of the last stance that rated the error."""
     if standing is None:
         errors = {t.error for t in chain if t.error}
         return Verdict(None, None, 0.0, chain, rounds, False,
                        error="no agent gave a valid reply: " + "; ".join(sorted(errors))[:500])
-    severity = 0 if standing else next(
-        (t.error_severity for t in reversed(chain) if t.ok and t.role in ("trust", "skeptic") and not t.factuality),
-        DEFAULT_SEVERITY)
-    p_h = chain_score(chain, standing)
-    return Verdict(standing, severity, p_h if not standing else 1.0 - p_h, chain, rounds, consensus, p_hallucinated=p_h)
+    weights = weights or shipped()
+    p_h = weights.score(features(chain, standing))
+    factual = p_h < weights.threshold
+    severity = 0 if factual else next(
+        (t.error_severity for t in reversed(chain) if t.ok and t.role in ("initial", "trust", "skeptic")
+         and t.factuality is False and t.error_severity), DEFAULT_SEVERITY)
+    return Verdict(factual, severity, 1.0 - p_h if factual else p_h, chain, rounds, consensus, p_hallucinated=p_h)
 
 
 # ---------------------------------------------------------------- the paper's own chain (--prompts paper)

@@ -26,6 +26,7 @@ from typing import Callable, Generator, Sequence
 
 from halucheck.verifiers.debate.agents import AgentCall, Agents, turn_from_result
 from halucheck.verifiers.debate.rounds import DebateConfig, debate
+from halucheck.verifiers.debate.score import ScoreWeights
 from halucheck.records import Check, Claim, Evidence, Turn, Verdict
 
 # Debates kept in flight per batch slot of a batch engine. With one batch's worth, debates that finish
@@ -60,10 +61,10 @@ class RunStats:
 class _Debate:
     """One in-flight debate: its generator and the call it is waiting on."""
 
-    def __init__(self, slot: int, job: DebateJob, cfg: DebateConfig) -> None:
+    def __init__(self, slot: int, job: DebateJob, cfg: DebateConfig, weights: ScoreWeights | None = None) -> None:
         self.slot, self.job = slot, job
         self.group = job.key()  # its calls' prefix group (they share system prompt, evidence, claim)
-        self.gen: Generator[AgentCall, Turn, Verdict] = debate(job.claim, job.evidence, cfg)
+        self.gen: Generator[AgentCall, Turn, Verdict] = debate(job.claim, job.evidence, cfg, weights)
         self.call: AgentCall | None = next(self.gen)
         self.verdict: Verdict | None = None
         self.turns = 0
@@ -87,8 +88,8 @@ class Scheduler:
 
     def __init__(self, agents: Agents, cfg: DebateConfig = DebateConfig(), max_in_flight: int | None = None,
                  on_verdict: Callable[[int, Verdict], None] | None = None,
-                 on_turn: Callable[[int], None] | None = None) -> None:
-        self.agents, self.cfg = agents, cfg
+                 on_turn: Callable[[int], None] | None = None, weights: ScoreWeights | None = None) -> None:
+        self.agents, self.cfg, self.weights = agents, cfg, weights
         self.max_in_flight = max_in_flight
         self.on_verdict = on_verdict
         self.on_turn = on_turn
@@ -133,7 +134,7 @@ class Scheduler:
         new = []
         while queue and len(active) < limit:
             i = queue.popleft()
-            active[i] = d = _Debate(i, jobs[i], self.cfg)
+            active[i] = d = _Debate(i, jobs[i], self.cfg, self.weights)
             new.append(d)
         return new
 

@@ -1,25 +1,32 @@
-"""The debate's P(hallucinated): a logistic model over what the chain measured, not a vote.
+"""The debate's P(hallucinated) and verdict: a logistic model over what the chain measured, fitted, not voted.
 
 Features of a finished chain (all zero-centred):
 
 * ``first``: the first agent's log-odds that the claim is hallucinated (its verdict token's probability);
 * ``leader``: the mean log-odds, over the Leader calls made, that the verdict should be "not factual";
 * ``margin``: verified quotes of the counted stances arguing "not factual" minus those arguing "factual";
-* ``verdict``: +1 when the chain's standing verdict is "not factual", -1 when "factual".
+* ``verdict``: +1 when the chain's standing verdict (:func:`standing_of`) is "not factual", -1 when "factual".
 
-P(hallucinated) = sigmoid(bias + sum of weight * feature). The weights are fitted on the dev split
-(``halucheck calibrate`` on a debate eval run writes them beside its calibrator) and the shipped ones
-live in ``score.json`` with their provenance; :func:`load_weights` reads either.
+P(hallucinated) = sigmoid(bias + sum of weight * feature); the claim is reported not factual when P reaches
+the ``threshold``. Weights and threshold are fitted on the dev split (:func:`fit`: a logistic regression, then
+the threshold of best balanced accuracy on the fitting data) and stored with their provenance: the shipped
+ones in ``score.json``; ``halucheck calibrate -v debate`` refits them for a profile
+(:func:`weights_path`), and the debate then uses those for that profile and model (:func:`resolve_weights`).
 """
 
 from __future__ import annotations
 
 import json
 import math
+import os
+import tempfile
 from dataclasses import dataclass, field
 from importlib import resources
+from pathlib import Path
 from typing import Sequence
+from urllib.parse import quote
 
+from halucheck.errors import ConfigError
 from halucheck.records import Turn
 
 FEATURES = ("first", "leader", "margin", "verdict")
@@ -31,8 +38,39 @@ def _logit(p: float) -> float:
     return math.log(p / (1 - p))
 
 
-def features(chain: Sequence[Turn], standing: bool) -> dict[str, float]:
-    """The chain's features (see the module)."""
+def round_verdict(leaders: Sequence[Turn], standing: bool) -> bool | None:
+    """The verdict a round's Leader turns give (None: no valid one, nothing moves): the winner's, or, where
+    the two orders named different winners, the side their mean token probability favours (a tie keeps
+    ``standing``). A walkover turn (no call) carries its verdict as a Leader's would."""
+    decided = [t for t in leaders if t.ok and t.factuality is not None]
+    if not decided:
+        return None
+    if len({t.factuality for t in decided}) == 1:
+        return bool(decided[0].factuality)
+    p_factual = sum(t.p_factual if t.p_factual is not None else float(t.factuality) for t in decided) / len(decided)
+    return standing if (p_factual if standing else 1.0 - p_factual) >= 0.5 else not standing
+
+
+def standing_of(chain: Sequence[Turn]) -> bool | None:
+    """The chain's own verdict: the first agent's, moved by each round's Leader turns (:func:`round_verdict`)."""
+    if not chain or chain[0].role != "initial" or not chain[0].ok:
+        return None
+    standing, leaders = bool(chain[0].factuality), []
+    for turn in [*chain[1:], None]:
+        if turn is not None and turn.role == "leader":
+            leaders.append(turn)
+            continue
+        if leaders:  # a round's Leader turns end where the next round's stances begin
+            moved = round_verdict(leaders, standing)
+            standing = standing if moved is None else moved
+            leaders = []
+    return standing
+
+
+def features(chain: Sequence[Turn], standing: bool | None = None) -> dict[str, float]:
+    """The chain's features (see the module); ``standing`` defaults to :func:`standing_of`."""
+    if standing is None:
+        standing = bool(standing_of(chain))
     first = chain[0] if chain and chain[0].role == "initial" and chain[0].ok else None
     p_first = (first.p_factual if first.p_factual is not None else float(first.factuality)) if first else 0.5
     leaders = [t for t in chain if t.role == "leader" and t.ok and t.p_factual is not None and t.winner]
@@ -48,6 +86,7 @@ def features(chain: Sequence[Turn], standing: bool) -> dict[str, float]:
 class ScoreWeights:
     bias: float
     weights: dict[str, float]
+    threshold: float = 0.5  # reported not factual when P(hallucinated) reaches it
     provenance: dict = field(default_factory=dict)
 
     def score(self, x: dict[str, float]) -> float:
@@ -55,27 +94,102 @@ class ScoreWeights:
         return 1.0 / (1.0 + math.exp(-max(-60.0, min(60.0, z))))
 
     def to_dict(self) -> dict:
-        return {"bias": self.bias, "weights": self.weights, "provenance": self.provenance}
+        return {"bias": self.bias, "weights": self.weights, "threshold": self.threshold,
+                "provenance": self.provenance}
+
+    @classmethod
+    def from_dict(cls, raw: dict) -> "ScoreWeights":
+        return cls(float(raw["bias"]), {k: float(raw["weights"].get(k, 0.0)) for k in FEATURES},
+                   float(raw.get("threshold", 0.5)), raw.get("provenance", {}))
 
 
-def load_weights(path: str | None = None) -> ScoreWeights:
-    """The weights in ``path`` (a ``debate_score.json`` written by ``halucheck calibrate``), else the shipped ones."""
+def load_weights(path: str | os.PathLike | None = None) -> ScoreWeights:
+    """The weights in ``path`` (written by ``halucheck calibrate -v debate``), else the shipped ones."""
     if path:
-        with open(path, encoding="utf-8") as fh:
-            raw = json.load(fh)
-    else:
-        raw = json.loads(resources.files(__package__).joinpath("score.json").read_text("utf-8"))
-    return ScoreWeights(float(raw["bias"]), {k: float(raw["weights"].get(k, 0.0)) for k in FEATURES},
-                        raw.get("provenance", {}))
+        try:
+            return ScoreWeights.from_dict(json.loads(Path(path).read_text(encoding="utf-8")))
+        except (OSError, ValueError, KeyError, TypeError) as e:
+            raise ConfigError(f"debate score file {path} is unreadable ({e}); run `halucheck calibrate -v debate` "
+                              "again or delete the file") from None
+    return ScoreWeights.from_dict(json.loads(resources.files(__package__).joinpath("score.json").read_text("utf-8")))
+
+
+def weights_path(profile: str | None, root: str | os.PathLike | None = None) -> Path:
+    """Where ``halucheck calibrate -v debate`` keeps the weights it fits for ``profile`` (beside the calibrators)."""
+    from halucheck.verifiers.calibration.store import calibration_dir
+
+    return calibration_dir(root) / f"debate-score--{quote(str(profile or ''), safe='')}.json"
+
+
+def resolve_weights(profile: str | None, model: str | None, root: str | os.PathLike | None = None) -> ScoreWeights:
+    """The weights refitted for ``profile`` when stored and fitted on ``model``; else the shipped ones."""
+    path = weights_path(profile, root)
+    if not path.is_file():
+        return shipped()
+    weights = load_weights(path)
+    fitted_on = weights.provenance.get("model")
+    if fitted_on and model and fitted_on != model:
+        raise ConfigError(f"the debate score in {path} was fitted on model {fitted_on}, this run uses {model}; "
+                          "run `halucheck calibrate -v debate ...` again or delete the file")
+    return weights
+
+
+def save_weights(weights: ScoreWeights, path: str | os.PathLike) -> Path:
+    """Write ``weights`` to ``path`` atomically."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=path.name + ".", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(json.dumps(weights.to_dict(), indent=2) + "\n")
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return path
+
+
+def fit(chains: Sequence[Sequence[Turn]], labels: Sequence[bool], provenance: dict | None = None) -> ScoreWeights:
+    """Weights by logistic regression (scikit-learn, L2, C=1) of the labels on the chains' features, and the
+    threshold of best balanced accuracy on the fitted probabilities. Chains whose first agent failed are left
+    out. Raises ConfigError unless both labels remain."""
+    import numpy as np
+    from sklearn.linear_model import LogisticRegression
+
+    from halucheck.verifiers.calibration.threshold import choose_threshold
+
+    rows = [(features(c), bool(y)) for c, y in zip(chains, labels) if standing_of(c) is not None]
+    if len({y for _, y in rows}) < 2:
+        raise ConfigError("the debate score needs hallucinated and factual items among the debated ones to fit on")
+    X = np.array([[x[k] for k in FEATURES] for x, _ in rows])
+    y = np.array([label for _, label in rows])
+    model = LogisticRegression(C=1.0).fit(X, y)
+    fitted = model.predict_proba(X)[:, 1]
+    return ScoreWeights(round(float(model.intercept_[0]), 4),
+                        {k: round(float(w), 4) for k, w in zip(FEATURES, model.coef_[0])},
+                        round(float(choose_threshold(list(fitted), list(y))), 4),
+                        {**(provenance or {}), "fitted": True, "items": len(rows), "method":
+                         "LogisticRegression(C=1) on the chain features; threshold: best balanced accuracy"})
+
+
+def turns_of(chain: Sequence[dict]) -> list[Turn]:
+    """The debate's turns of a chain as written to predictions.jsonl or results.jsonl (a cascade's earlier
+    stages' turns left out)."""
+    return [Turn(t["state"], t["role"], t.get("opinion") or "", t.get("factuality"), t.get("error_severity"),
+                 error=t.get("error"), p_factual=t.get("p_factual"), **Turn.detail_fields(t))
+            for t in chain if t.get("verifier", "debate") == "debate"]
 
 
 _SHIPPED: list[ScoreWeights] = []
 
 
-def chain_score(chain: Sequence[Turn], standing: bool, weights: ScoreWeights | None = None) -> float:
+def shipped() -> ScoreWeights:
+    """The weights in ``score.json``, read once."""
+    if not _SHIPPED:
+        _SHIPPED.append(load_weights())
+    return _SHIPPED[0]
+
+
+def chain_score(chain: Sequence[Turn], standing: bool | None = None, weights: ScoreWeights | None = None) -> float:
     """P(hallucinated) of a finished chain."""
-    if weights is None:
-        if not _SHIPPED:
-            _SHIPPED.append(load_weights())
-        weights = _SHIPPED[0]
-    return weights.score(features(chain, standing))
+    return (weights or shipped()).score(features(chain, standing))

@@ -1,13 +1,15 @@
 """``debate``: the Markov-chain multi-agent debate as a verifier, every claim's debate in flight at once.
 
-The verdict is the chain's standing verdict (the last winner's); P(hallucinated) is the fitted score of
-``score.py``; the trace is the whole chain, every stance with its checked quotes.
+The verdict and P(hallucinated) are the fitted score's (``score.py``: the weights ``halucheck calibrate -v
+debate`` refitted for the profile, else the shipped ones); the trace is the whole chain, every stance with its
+checked quotes.
 """
 
 from __future__ import annotations
 
 from halucheck.verifiers.debate.agents import Agents
 from halucheck.verifiers.debate.scheduler import Scheduler
+from halucheck.verifiers.debate.score import resolve_weights
 from halucheck.records import Verdict
 from halucheck.verifiers.base import Cost, Verifier
 
@@ -28,7 +30,10 @@ class DebateVerifier(Verifier):
         return 1 + (3 if c.prompts == "paper" else 2) * min(c.min_rounds, c.max_rounds)
 
     def verify(self, checks, engines, on_verdict=None, on_call=None) -> list[Verdict]:
-        sched = Scheduler(Agents(engines, options=self.options), self.options.debate, on_verdict=on_verdict, on_turn=on_call)
+        prof = engines.settings.profile_for("initial")
+        weights = resolve_weights(prof.name, prof.model)
+        sched = Scheduler(Agents(engines, options=self.options), self.options.debate, on_verdict=on_verdict,
+                          on_turn=on_call, weights=weights)
         verdicts = sched.run(checks)
         s = sched.stats
         failed = sum(t.error is not None for v in verdicts for t in v.chain)
