@@ -362,21 +362,44 @@ def math_claims(question: str, answer: str, kept: list[tuple[str, Segment]], kee
     A claim from a sentence that writes out a calculation, or that states the final result, is dropped: the
     calculation check and the program check decide that sentence, a model judging it closed-book would only
     guess. So is a claim with a number the question does not have (a derived step, "so 12 apples are left"):
-    the question cannot confirm it, and a wrong step shows in the final result. The claims left restate the
-    question's premises ("each box holds 125 items"): they are checked against the question (kind ``premise``).
-    With ``keep_derived`` (the answer has evidence to search) the derived steps are returned too, to be checked
-    as knowledge claims."""
+    the question cannot confirm it, and a wrong step shows in the final result. So are the working's own words,
+    which state no fact (:func:`is_working`: "Let's start by finding how much laundry David does.", "Dividing
+    both sides by 15, we get:", "The weight of the boxes will be 15x.", a question). The claims left restate
+    the question's premises ("each box holds 125 items"): they are checked against the question (kind
+    ``premise``). With ``keep_derived`` (the answer has evidence to search) the derived steps are returned too,
+    to be checked as knowledge claims."""
     from halucheck.verifiers.tools.arith import find_calculations
     from halucheck.verifiers.tools.program import final_result
 
-    result = final_result(answer)
+    result = final_result(answer, question)
     given = numbers_in(question)
     premises, derived = [], []
     for claim, seg in kept:
-        if find_calculations(seg.text) or (result is not None and seg.start <= result.start < seg.end):
+        if find_calculations(seg.text) or (result is not None and seg.start <= result.start < seg.end) \
+                or is_working(claim):
             continue
         (derived if numbers_in(claim) - given else premises).append((claim, seg))
     return premises, derived if keep_derived else [], result
+
+
+# the working of a solution, not a fact: a step announced ("let's", "to find ...", "we need to"), a line that
+# leads into what follows ("we get:"), an unknown (x, 15x) or a question
+_WORKING_START = re.compile(
+    r"^\W*(?:(?:so|then|now|first|next|finally|therefore|thus|hence)\W+)*(?:let'?s|let\s+us|let\s+[a-z]\s+be|"
+    r"to\s+(?:find|calculate|compute|determine|solve|get|work\s+out|figure\s+out)|"
+    r"we\s+(?:need|want|have|are\s+going)\s+to|we\s+(?:can|will|must|should)\s+(?:now\s+)?(?:find|calculate|compute|"
+    r"use|set|write|start|subtract|add|divide|multiply|simplify|solve|substitute|plug|express|rewrite))\b",
+    re.IGNORECASE)
+_WORKING_ANYWHERE = re.compile(r"\b(?:we\s+(?:need|have)\s+to|let'?s|let\s+us)\b", re.IGNORECASE)
+_UNKNOWN = re.compile(r"(?<![\w.])\d*[xyz](?![\w'])")
+
+
+def is_working(claim: str) -> bool:
+    """Whether a claim from a math answer is its working rather than a fact (see :func:`math_claims`)."""
+    text = claim.strip().strip('"\'')
+    if text.endswith((":", "?")) or _WORKING_START.search(text) or _UNKNOWN.search(text):
+        return True
+    return bool(_WORKING_ANYWHERE.search(text)) and not re.search(r"\d", text)
 
 
 _CODE_BLOCK = re.compile(r"```[\w+-]*[ \t]*\n(.*?)```", re.DOTALL)

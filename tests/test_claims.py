@@ -85,3 +85,20 @@ def test_a_math_answer_keeps_only_its_premises_as_claims_for_a_model():
     # with evidence of its own to search (a corpus, a context), a derived step stays a knowledge claim
     _, derived, _ = math_claims(question, answer, found, keep_derived=True)
     assert [c for c, _ in derived] == ["A day brings 18 dollars."]
+
+
+@pytest.mark.parametrize("text, working", [
+    ("Simplifying the left side of the equation, we get:", True),
+    ("Let's start by finding how much laundry David does.", True),
+    ("To find the difference, we need to subtract James' hours from Harry's.", True),
+    ("The weight of the boxes will be 15x.", True),
+    ("How many dollars are the boots?", True),
+    ("Their total age now is 162.", False),
+    ("Raymond does half as much laundry as Sarah.", False),
+    ("Mrs. X bought 3 cars.", False),
+    ("We need 3 eggs for each cake.", False),
+])
+def test_the_working_of_a_math_answer_is_no_claim(text, working):
+    from halucheck.claims import is_working
+
+    assert is_working(text) is working

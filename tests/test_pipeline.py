@@ -610,14 +610,20 @@ def test_a_math_answer_gets_its_result_checked_by_program_and_its_premises_again
 
     engine["engine"] = FakeEngine(responder=math_responder, max_batch=16)
     answers = [{"id": "right", "question": question,
-                "answer": "Each box holds 125 items. 48 x 125 = 6000. So the factory packs 6000 items."},
+                "answer": "The factory packs 48 boxes. Each box holds 125 items. Let's find the total number of "
+                          "items. 48 x 125 = 6000. So the factory packs 6000 items."},
                {"id": "wrong", "question": question,
                 "answer": "Each box holds 125 items. So the factory packs 5800 items."}]
     summary, results = run(tmp_path, write_input(tmp_path, answers), verifier="selfcheck")
     right, wrong = results
     assert right["hallucinated"] is False and wrong["hallucinated"] is True
     by_kind = {c["verifier"]: c for c in right["claims"]}
-    assert set(by_kind) == {"arith", "program", "selfcheck"}  # no claim of the result sentence is judged again
+    # no claim of the result sentence is judged again; the working ("Let's find ...") is no claim at all
+    assert set(by_kind) == {"arith", "program", "selfcheck", "question"}
+    assert not any(c["text"].startswith("Let's") for c in right["claims"])
+    stated = by_kind["question"]  # a premise the question states word for word: no model call
+    assert stated["text"] == "The factory packs 48 boxes." and stated["factuality"] is True
+    assert stated["basis"] == "question" and "The question states it" in stated["chain"][0]["opinion"]
     result = by_kind["program"]
     assert result["basis"] == "tool" and result["factuality"] is True
     s, e = result["span"]

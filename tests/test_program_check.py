@@ -57,6 +57,10 @@ def test_the_final_result_is_the_stated_answer_else_the_last_number():
     r = final_result(answer)
     assert answer[r.start:r.end] == "$26823825"
     assert final_result("No numbers here.") is None
+    # the quantity asked for, not one the question gives
+    question = "Rosie runs 10 miles per hour for 3 hours, then 5. How many miles can she run in 7 hours?"
+    assert final_result("In total, Rosie can run 30 + 20 = 50 miles in 7 hours.", question).text == "50"
+    assert final_result("She runs 7 hours.", question).text == "7"  # nothing else to take
 
 
 def test_a_math_question_needs_numbers_and_a_quantity_or_a_calculation():
@@ -95,13 +99,31 @@ def test_a_solution_cut_off_inside_its_code_block_is_still_read_and_blocks_are_j
 
 @needs_sandbox
 def test_a_result_that_differs_from_the_programs_majority_is_not_factual_with_the_program_shown():
-    verifier, v = run("The final answer is 5800 items.", [RIGHT_PROGRAM, RIGHT_PROGRAM, WRONG_PROGRAM])
+    # 2 of 3 is a thin majority to call an answer wrong: two more programs are asked, and 3 of 5 hold
+    programs = [RIGHT_PROGRAM, RIGHT_PROGRAM, WRONG_PROGRAM, RIGHT_PROGRAM, WRONG_PROGRAM]
+    verifier, v = run("The final answer is 5800 items.", programs)
     assert v.factuality is False and v.error_severity == 2  # off by 3.33 %
-    assert v.p_hallucinated == pytest.approx(0.5 + 0.45 * 2 / 3)
+    assert v.p_hallucinated == pytest.approx(0.5 + 0.45 * 3 / 5)
     opinion = v.chain[0].opinion
-    assert "Reference 6000 (2 of 3 results printed, 3 programs run)" in opinion and "5800" in opinion
+    assert "Reference 6000 (3 of 5 results printed, 5 programs run)" in opinion and "5800" in opinion
     assert "per_box = 125" in opinion  # the program that gave the reference is in the trace
-    assert verifier.costs["program"].llm_calls == 3
+    assert verifier.costs["program"].llm_calls == 5
+
+
+@needs_sandbox
+def test_a_reference_that_contradicts_the_answer_must_hold_when_more_programs_are_asked():
+    # 173, 173 against the answer's 6000: thin; two more print 6000, and so does a third: the answer stands
+    verifier, v = run("The final answer is 6000.", [WRONG_PROGRAM, WRONG_PROGRAM, RIGHT_PROGRAM, RIGHT_PROGRAM,
+                                                   RIGHT_PROGRAM, WRONG_PROGRAM, WRONG_PROGRAM])
+    assert v.factuality is True and verifier.costs["program"].llm_calls == 5
+    # a program backed the answer: the contradicting majority is asked again up to 7, then it decides
+    verifier, v = run("The final answer is 6000.", [WRONG_PROGRAM, WRONG_PROGRAM, RIGHT_PROGRAM, WRONG_PROGRAM,
+                                                   WRONG_PROGRAM, WRONG_PROGRAM, WRONG_PROGRAM])
+    assert v.factuality is False and verifier.costs["program"].llm_calls == 7
+    assert "Reference 173 (6 of 7 results printed, 7 programs run)" in v.chain[0].opinion
+    # a clear majority with no program for the answer decides after the first three
+    verifier, v = run("The final answer is 6000.", [WRONG_PROGRAM] * 3)
+    assert v.factuality is False and verifier.costs["program"].llm_calls == 3
 
 
 @needs_sandbox

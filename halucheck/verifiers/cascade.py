@@ -16,6 +16,7 @@ from halucheck.config import DEFAULT_BAND, VerifierOptions
 from halucheck.errors import ConfigError
 from halucheck.records import Verdict
 from halucheck.verifiers.base import Verifier, closed_book
+from halucheck.verifiers.tools.premise import restated
 
 class Cascade(Verifier):
     """Verifiers in order; each later one sees only the claims the one before is unsure of."""
@@ -77,8 +78,10 @@ class Cascade(Verifier):
 
 class Routed(Verifier):
     """Claims of a tool-checkable kind go to their checker (:data:`CHECKERS`), every other claim to ``main``:
-    a calculation is evaluated, never judged by a model; a math answer's final result is compared with
-    programs the model writes for the question; code is run against independent solutions in the
+    a calculation is evaluated, never judged by a model; a math answer's premise that its question states
+    word for word is factual without a call (``halucheck.verifiers.tools.premise``); a math answer's final
+    result is compared with programs the model writes for the question; code is run against independent
+    solutions in the
     sandbox (where there is no sandbox, with a note, to ``main``); a result for which the programs found no
     majority is settled by its checker as an unsure "factual" (``settle``: not contradicted, not confirmed),
     not handed to a model to guess. ``main``'s verdicts on claims with no evidence at all are
@@ -128,6 +131,11 @@ class Routed(Verifier):
         verdicts: list[Verdict | None] = [None] * len(checks)
         groups: dict[str, list[int]] = {}
         for i, c in enumerate(checks):
+            if c.claim.kind == "premise" and (v := restated(c)) is not None:  # the question states it
+                verdicts[i] = v
+                if on_verdict is not None:
+                    on_verdict(i, v)
+                continue
             groups.setdefault(c.claim.kind if c.claim.kind in self.checkers else "", []).append(i)
         self.costs = {}
         for kind, idx in groups.items():

@@ -82,14 +82,20 @@ def _alike(a: str, b: str) -> bool:
 
 def supports(passage: str, span: str) -> bool:
     """True when one sentence of ``passage`` holds every content word of ``span`` (see the module)."""
+    return not _content(span) or supporting_sentence(passage, span) is not None  # stop words only: nothing to lack
+
+
+def supporting_sentence(passage: str, span: str) -> str | None:
+    """The first sentence of ``passage`` that holds every content word of ``span``, or None (also for a span
+    with no content word)."""
     need = _content(span)
     if not need:
-        return True  # a span of stop words only states nothing a passage could lack
+        return None
     for sentence in sentences(passage) or [passage]:
         have = set(normalise(sentence).split())
         if all(any(_alike(w, h) for h in have) for w in need):
-            return True
-    return False
+            return sentence
+    return None
 
 
 def check_not_stated(span: str, text: str, passages: Sequence[str]) -> Quote:

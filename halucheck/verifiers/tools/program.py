@@ -47,7 +47,7 @@ from halucheck.records import Check, Claim, Turn, Verdict
 from halucheck.verifiers.base import Cost, Verifier, failed_verdict, failed_with_reason, turn_tokens
 from halucheck.verifiers.tools import sandbox
 from halucheck.verifiers.tools.arith import check as check_calculation
-from halucheck.verifiers.tools.arith import find_calculations, severity_of
+from halucheck.verifiers.tools.arith import find_calculations, numbers_in, severity_of
 from halucheck.verifiers.tools.code_source import code_of
 
 if TYPE_CHECKING:
@@ -89,9 +89,11 @@ class FinalResult:
     unit: str = ""
 
 
-def final_result(answer: str) -> FinalResult | None:
+def final_result(answer: str, question: str | None = None) -> FinalResult | None:
     """The answer's final result: the last ``\\boxed{}``, ``#### N`` or "the answer is N", else the last
-    number of the last sentence (or line) that has one; None when the answer has no number."""
+    number of the answer that the question does not give ("... 50 miles in 7 hours": 50, when the question
+    gives the 7 hours; a quantity asked for is seldom one given), else its last number; None when the answer
+    has no number."""
     for pattern in _FINAL:
         found = list(pattern.finditer(answer))
         if found:
@@ -100,7 +102,9 @@ def final_result(answer: str) -> FinalResult | None:
     numbers = list(_NUMBER.finditer(answer))
     if not numbers:
         return None
-    m = numbers[-1]
+    given = numbers_in(question or "")
+    new = [m for m in numbers if not numbers_in(m.group()) <= given]
+    m = (new or numbers)[-1]
     return _result(answer, m.start(), m.end())
 
 
@@ -115,7 +119,7 @@ def is_math_question(question: str | None, answer: str, strict: bool = False) ->
     the total", "calculate") with two quantities or more (numbers, or words such as "twice" and "half"), or
     the answer writes out a calculation. ``strict`` (an answer with evidence of its own to search: a question
     about the documents may well hold numbers): two numbers in digits and a question for a quantity."""
-    if not question or final_result(answer) is None:
+    if not question or final_result(answer, question) is None:
         return False
     numbers = [m.group().strip("$€£¥₹% ") for m in _NUMBER.finditer(question)]
     numbers = [n for n in numbers if not _YEAR.match(n)]
@@ -163,6 +167,15 @@ def program_text(reply: str) -> str | None:
     return code if code.strip() else None
 
 
+def _agrees(value: str, claimed: str):
+    """The calculation check's outcome of ``claimed`` against a program's ``value`` (``15%`` also as 15)."""
+    outcome = check_calculation(value, claimed)
+    if outcome.matches is False and claimed.rstrip().endswith("%"):  # "15%" where the programs print 15
+        plain = check_calculation(value, claimed.rstrip().rstrip("%"))
+        outcome = plain if plain.matches else outcome
+    return outcome
+
+
 def reference_of(votes: Sequence[str | None]) -> tuple[str | None, int]:
     """(the value printed by more than half of the programs that printed one, and by two at least; its votes),
     else (None, the top value's votes). A program that crashed or printed no number casts no vote."""
@@ -193,8 +206,9 @@ class ProgramCheck(Verifier):
     name = "program"
     uses_llm = True
     samples = 3  # programs asked for first
-    more = 2  # asked for next, while no majority has formed
+    more = 2  # asked for next, while no majority has formed or a thin one contradicts the answer (_needs_more)
     max_samples = 7
+    contradict_votes = 3  # a reference that contradicts the answer with fewer votes is asked again
     program_tokens = 512
 
     def __init__(self, options=None) -> None:
@@ -245,7 +259,7 @@ class ProgramCheck(Verifier):
         asked = 0
         while problems and asked < self.max_samples:
             size = self.samples if asked == 0 else min(self.max_samples, asked + self.more)
-            todo = [i for i, w in problems.items() if asked == 0 or reference_of(w.votes)[0] is None]
+            todo = [i for i, w in problems.items() if asked == 0 or self._needs_more(w)]
             if not todo:
                 break
             batch: list[Request] = []
@@ -306,6 +320,18 @@ class ProgramCheck(Verifier):
             for (i, j), (vote, note) in zip(jobs, pool.map(one, jobs)):
                 problems[i].votes[j], problems[i].notes[j] = vote, note
 
+    def _needs_more(self, w: _Problem) -> bool:
+        """Whether more programs are asked for: no result has a majority yet, or the majority contradicts the
+        answer while it is thin (fewer than :attr:`contradict_votes` programs) or a program printed the answer's
+        own result: a reference that calls an answer wrong must hold when more programs are asked."""
+        ref, votes = reference_of(w.votes)
+        if ref is None:
+            return True
+        if _agrees(ref, w.claimed).matches is not False:
+            return False
+        backed = sum(1 for v in w.votes if v is not None and _agrees(v, w.claimed).matches)
+        return votes < self.contradict_votes or backed > 0
+
     def _verdict(self, w: _Problem, results: list[Result]) -> Verdict:
         asked = len(w.votes)
         ref, votes = reference_of(w.votes)
@@ -320,10 +346,7 @@ class ProgramCheck(Verifier):
             turn = Turn(state="S0", role="initial", opinion="\n".join(lines), factuality=None, error_severity=None,
                         error=error, verifier=self.name, **tokens)
             return failed_verdict(self.name, error, turn)
-        outcome = check_calculation(ref, w.claimed)
-        if outcome.matches is False and w.claimed.rstrip().endswith("%"):  # "15%" where the programs print 15
-            plain = check_calculation(ref, w.claimed.rstrip().rstrip("%"))
-            outcome = plain if plain.matches else outcome
+        outcome = _agrees(ref, w.claimed)
         agreement = votes / asked
         unit = f" {w.unit}" if w.unit else ""
         if outcome.matches is None:
@@ -430,7 +453,7 @@ class MathAnswer(Verifier):
         results = []
         for c in checks:
             answer = (c.meta or {}).get("answer")
-            found = final_result(c.claim.text) if answer is None else None
+            found = final_result(c.claim.text, c.claim.question) if answer is None else None
             text = result_claim(found) if found is not None else f"The final answer is {answer}."
             results.append(Check(Claim(text, c.claim.question, "result"), meta={"answer": answer} if answer else {}))
         solved = self.program.verify(results, engines, on_call=on_call)
