@@ -51,12 +51,17 @@ def save(calibrator: Calibrator, root: str | os.PathLike | None = None) -> Path:
     and return the path; replaces the one stored for the same verifier, profile and name."""
     if not calibrator.verifier:
         raise ValueError("this calibrator has no verifier name; fit it with verifier=... to store it")
-    path = calibration_path(calibrator.verifier, calibrator.profile, root, calibrator.name)
+    return write_atomic(calibration_path(calibrator.verifier, calibrator.profile, root, calibrator.name),
+                        calibrator.to_json())
+
+
+def write_atomic(path: Path, text: str) -> Path:
+    """Write ``text`` to ``path`` through a temporary file beside it, so a reader never sees half of it."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=path.name + ".", suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(calibrator.to_json())
+            fh.write(text)
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)

@@ -19,7 +19,6 @@ from __future__ import annotations
 import json
 import math
 import os
-import tempfile
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
@@ -136,17 +135,9 @@ def resolve_weights(profile: str | None, model: str | None, root: str | os.PathL
 
 def save_weights(weights: ScoreWeights, path: str | os.PathLike) -> Path:
     """Write ``weights`` to ``path`` atomically."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=path.name + ".", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(json.dumps(weights.to_dict(), indent=2) + "\n")
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return path
+    from halucheck.verifiers.calibration.store import write_atomic
+
+    return write_atomic(Path(path), json.dumps(weights.to_dict(), indent=2) + "\n")
 
 
 def fit(chains: Sequence[Sequence[Turn]], labels: Sequence[bool], provenance: dict | None = None) -> ScoreWeights:
