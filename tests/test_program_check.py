@@ -215,6 +215,11 @@ def test_right_arithmetic_without_a_reference_is_an_unsure_factual():
     [v] = get_verifier("math").verify([Check(Claim("48 x 125 = 6000, so 6000 items.", BOXES))],
                                       pool_with(FakeEngine(responder=respond)))
     assert v.factuality is True and v.p_hallucinated == prog.P_UNSURE and v.confidence == pytest.approx(0.55)
+    # no calculation written either: settled as run settles it, not left without a verdict
+    [v] = get_verifier("math").verify([Check(Claim("So the factory packs 6000 items.", BOXES))],
+                                      pool_with(FakeEngine(responder=respond)))
+    assert v.factuality is True and v.p_hallucinated == prog.P_UNSURE
+    assert "Not contradicted, not confirmed" in " ".join(t.opinion for t in v.chain)
 
 
 def test_a_clock_time_is_no_final_result_and_a_listed_calculation_keeps_to_one_sentence():

@@ -417,8 +417,10 @@ class MathAnswer(Verifier):
     else :func:`final_result` of the text) against the programs' reference (:class:`ProgramCheck`). Not factual
     when either finds an error (the worse P(hallucinated) and severity); factual when every part that could
     decide says so, with P(hallucinated) :data:`P_UNSURE` when only the calculations could (right arithmetic
-    says nothing of the reasoning: on the dev split 9 of the 17 such answers are labelled wrong); no verdict
-    when neither could (no calculation found and no majority among the programs)."""
+    says nothing of the reasoning: on the dev split 9 of the 17 such answers are labelled wrong). A final result
+    the programs found no majority for is settled as ``run`` settles it (:meth:`ProgramCheck.settle`: not
+    flagged, P :data:`P_UNSURE`), so ``eval -v math`` scores what a user gets; no verdict only when there is
+    neither a calculation nor a final result."""
 
     name = "math"
     uses_llm = True
@@ -457,6 +459,8 @@ class MathAnswer(Verifier):
             text = result_claim(found) if found is not None else f"The final answer is {answer}."
             results.append(Check(Claim(text, c.claim.question, "result"), meta={"answer": answer} if answer else {}))
         solved = self.program.verify(results, engines, on_call=on_call)
+        for j in self.program.abstained:  # no majority among the programs: not contradicted, not confirmed
+            solved[j] = ProgramCheck.settle(solved[j])
         listing = Cost()
         for out in listed:
             listing = listing.merged(out.cost)
