@@ -9,6 +9,7 @@ only what failed: failed work is never stored as done.
 from __future__ import annotations
 
 import json
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,6 +36,27 @@ MODEL_REPLY_FAILURES = ("reply is not valid JSON", "reply violates the schema", 
 # Debate verdicts are written in batches: this many, or after this many seconds, whichever comes first
 VERDICT_BATCH = 512
 VERDICT_FLUSH_S = 2.0
+TICK_S = 2.0  # how often the verify bar's note is refreshed while no reply has come back
+
+
+class _Ticker:
+    """Calls ``tick`` every :data:`TICK_S` seconds on a daemon thread while the ``with`` block runs."""
+
+    def __init__(self, tick: Callable[[], object]) -> None:
+        self.tick, self._stop = tick, threading.Event()
+        self._thread = threading.Thread(target=self._run, name="halucheck-progress", daemon=True)
+
+    def _run(self) -> None:
+        while not self._stop.wait(TICK_S):
+            self.tick()
+
+    def __enter__(self) -> "_Ticker":
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self._thread.join()
 
 
 def _null_progress(**_):
@@ -301,6 +323,12 @@ class Pipeline:
         bar.close()
 
     # -- stage 3: verify ---------------------------------------------------------------------------
+    def _verify_status(self, bar, done: int, total: int, started: int | None) -> None:
+        """The verify bar's note: claims decided, and the prompts the engines have begun to read."""
+        now = self.engines.prompts_started()
+        begun = f", {now - started} prompts begun" if started is not None and now is not None and now > started else ""
+        bar.set_postfix_str(f"{done}/{total} claims{begun}")
+
     def verify(self) -> None:
         rows = self.store.claims_to_verify()
         if not rows:
@@ -326,6 +354,10 @@ class Pipeline:
         bar = self.progress(total=self.verifier.expected_calls(checks), desc=f"{self.verifier.name[:9]:<9}",
                             unit="call")
         claims_done = [0]
+        # a CPU engine reads a batch of long prompts for minutes before its first reply: the bar says how many
+        # it has begun (admitted to the decode loop) meanwhile, so a run that works is seen to work
+        started = self.engines.prompts_started()
+        ticker = _Ticker(lambda: self._verify_status(bar, claims_done[0], len(rows), started))
 
         def on_call(calls: int) -> None:
             if calls > least:
@@ -340,7 +372,7 @@ class Pipeline:
             if buffer or stats:
                 self.store.save_verdicts(buffer, stats, replace=verified_before)
             claims_done[0] += len(buffer)
-            bar.set_postfix_str(f"{claims_done[0]}/{len(rows)} claims")
+            self._verify_status(bar, claims_done[0], len(rows), started)
             buffer.clear()
             last[0] = time.perf_counter()
 
@@ -352,7 +384,8 @@ class Pipeline:
 
         # the replies kept before a stop stay counted (a resumed run asks them no more); the costs replace them
         self.store.count_cached_replies(self.verifier.name)
-        self.verifier.verify(checks, self.engines, on_verdict=on_verdict, on_call=on_call)
+        with ticker:
+            self.verifier.verify(checks, self.engines, on_verdict=on_verdict, on_call=on_call)
         flush([(name, c.llm_calls, c.prompt_tokens, c.completion_tokens, c.cached_tokens, c.wall_s, c.failed_calls)
                for name, c in self.verifier.costs.items()])
         self.store.count_cached_replies(None)

@@ -661,3 +661,55 @@ def test_instructions_planted_in_an_answer_or_a_passage_reach_no_model_and_the_r
     assert planted in [p["text"] for p in r["planted"]]
     html = (tmp_path / "run" / "report.html").read_text()
     assert "an instruction to the checker was planted in the answer" in html
+
+
+def test_the_verify_bar_moves_while_an_engine_reads_its_first_prompts(tmp_path, monkeypatch):
+    """Before the first reply is back (a CPU engine reads a batch of long prompts for minutes), the verify bar
+    says how many prompts the engine has begun; it never claims a call done that is not."""
+    import time as _time
+
+    from halucheck import pipeline as pipeline_module
+    from halucheck.engines.transformers import LoopStats
+
+    class Slow(FakeEngine):
+        def __init__(self, **kw):
+            super().__init__(responder=responder, max_batch=16, **kw)
+            self.stats = LoopStats()
+
+        def generate(self, requests):
+            if any(r.tag == "eval:selfcheck" for r in requests):
+                self.stats.admit(len(requests))
+                _time.sleep(0.6)  # reading the prompts
+            return super().generate(requests)
+
+    monkeypatch.setattr(pipeline_module, "TICK_S", 0.05)
+    engines.register("slow-reader", lambda model="", **kw: Slow())
+    notes: list[tuple[float, str]] = []
+
+    class Bar:
+        def __init__(self, total=0, desc="", unit=""):
+            self.total, self.n, self.desc = total, 0, desc
+
+        def update(self, k=1):
+            self.n += k
+
+        def set_postfix_str(self, s):
+            if self.desc.startswith("selfcheck"):
+                notes.append((self.n, s))
+
+        def refresh(self):
+            pass
+
+        def close(self):
+            pass
+
+    opts = RunOptions(input=write_input(tmp_path, ANSWERS[:1]), out=tmp_path / "run", verifier="selfcheck")
+    pipe = Pipeline(opts, Settings.from_dict({"profiles": {"s": {"engine": "slow-reader"}}}), log=lambda m: None,
+                    progress=Bar)
+    try:
+        pipe.run()
+    finally:
+        pipe.close()
+    before_any_reply = [s for n, s in notes if n == 0]
+    assert any(s.endswith(", 2 prompts begun") and s.startswith("0/2 claims") for s in before_any_reply), notes
+    assert notes[-1][1].startswith("2/2 claims")

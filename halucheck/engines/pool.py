@@ -48,6 +48,19 @@ class EnginePool:
             self._engines[prof.name] = engine
         return self._engines[prof.name]
 
+    def prompts_started(self) -> int | None:
+        """Requests this pool's engines have begun to read (admitted to an embedded engine's decode loop),
+        for a progress bar to move before the first reply is done; None when no engine counts them (a
+        server's queue is its own)."""
+        counts = []
+        for engine in self._engines.values():
+            while getattr(engine, "inner", None) is not None:  # the reply cache and cost meter wrap it
+                engine = engine.inner
+            admitted = getattr(getattr(engine, "stats", None), "admitted", None)
+            if isinstance(admitted, int):
+                counts.append(admitted)
+        return sum(counts) if counts else None
+
     def _create(self, prof: "Profile") -> "Engine":
         from halucheck.engines import create_engine
 
