@@ -80,6 +80,12 @@ def _alike(a: str, b: str) -> bool:
     return a[:STEM] == b[:STEM]
 
 
+def missing_words(passage: str, span: str, ignore: frozenset[str] = frozenset()) -> list[str]:
+    """The content words of ``span`` (less ``ignore``) that ``passage`` has nowhere, as :func:`supports` compares."""
+    have = set(normalise(passage).split())
+    return [w for w in _content(span) if w not in ignore and not any(_alike(w, h) for h in have)]
+
+
 def supports(passage: str, span: str) -> bool:
     """True when one sentence of ``passage`` holds every content word of ``span`` (see the module)."""
     return not _content(span) or supporting_sentence(passage, span) is not None  # stop words only: nothing to lack
