@@ -71,6 +71,17 @@ def check_chain(chain, min_rounds, max_rounds):
     return standing
 
 
+def assert_scored(verdict: dict, standing: bool) -> None:
+    """The verdict is the fitted score's: P(hallucinated) of the chain's features, the standing verdict the
+    rules above give among them, against the score's threshold (the shipped weights: no refit in the tests)."""
+    from halucheck.verifiers.debate import score
+
+    weights = score.shipped()
+    p = weights.score(score.features(score.turns_of(verdict["chain"]), standing))
+    assert verdict["p_hallucinated"] == pytest.approx(p, abs=1e-3)
+    assert verdict["factuality"] == (p < weights.threshold)
+
+
 def test_check_with_the_default_verifier_end_to_end(model_ready):
     """The default (selfcheck): one call, its reasoning as the one turn, a decision and its token's probability."""
     r = CliRunner().invoke(app, ["check", "The Eiffel Tower is in Berlin.", "--evidence",
@@ -90,7 +101,7 @@ def test_check_debate_end_to_end(model_ready):
     assert r.exit_code == 0, r.output
     out = json.loads(r.stdout)
     standing = check_chain(out["chain"], 1, 3)
-    assert out["factuality"] == standing  # the verdict is the last winner's
+    assert_scored(out, standing)
     assert 0.0 <= out["confidence"] <= 1.0 and 0.0 <= out["p_hallucinated"] <= 1.0
     p_h = out["p_hallucinated"]
     assert out["confidence"] == pytest.approx(p_h if out["factuality"] is False else 1 - p_h, abs=1e-3)
@@ -113,7 +124,7 @@ def test_run_end_to_end_on_demo_corpus(model_ready, tmp_path):
         assert x["hallucinated"] == any(c["factuality"] is False for c in x["claims"])
         assert 0.0 <= x["coverage"]["checked_share"] <= 1.0
         for c in x["claims"]:
-            assert check_chain(c["chain"], 1, 1) == c["factuality"]
+            assert_scored(c, check_chain(c["chain"], 1, 1))
             # the model's queries are search queries, not questions about the claim's truth (the 0.5B
             # often writes the claim itself, which is searched anyway)
             assert c["queries"] and all(q.strip() for q in c["queries"])
