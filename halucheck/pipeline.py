@@ -325,8 +325,8 @@ class Pipeline:
     # -- stage 3: verify ---------------------------------------------------------------------------
     def _verify_status(self, bar, done: int, total: int, started: int | None) -> None:
         """The verify bar's note: claims decided, and the prompts the engines have begun to read."""
-        now = self.engines.prompts_started()
-        begun = f", {now - started} prompts begun" if started is not None and now is not None and now > started else ""
+        now, base = self.engines.prompts_started(), started or 0  # no engine made yet: it counts from 0
+        begun = f", {now - base} prompts begun" if now is not None and now > base else ""
         bar.set_postfix_str(f"{done}/{total} claims{begun}")
 
     def verify(self) -> None:
