@@ -115,5 +115,4 @@ def failed_with_reason(name: str, error: str) -> Verdict:
 
 
 __all__ = ["Cost", "OnCall", "OnVerdict", "Verifier", "VerifierOptions", "failed_verdict", "failed_with_reason",
-           "turn_tokens",
-           "verdict_from_score"]
+           "turn_tokens", "verdict_from_score"]

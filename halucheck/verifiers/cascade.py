@@ -18,6 +18,7 @@ from halucheck.records import Verdict
 from halucheck.verifiers.base import Verifier, closed_book
 from halucheck.verifiers.tools.premise import restated
 
+
 class Cascade(Verifier):
     """Verifiers in order; each later one sees only the claims the one before is unsure of."""
 
@@ -78,13 +79,12 @@ class Cascade(Verifier):
 
 class Routed(Verifier):
     """Claims of a tool-checkable kind go to their checker (:data:`CHECKERS`), every other claim to ``main``:
-    a calculation is evaluated, never judged by a model; a math answer's premise that its question states
-    word for word is factual without a call (``halucheck.verifiers.tools.premise``); a math answer's final
-    result is compared with programs the model writes for the question; code is run against independent
-    solutions in the
-    sandbox (where there is no sandbox, with a note, to ``main``); a result for which the programs found no
-    majority is settled by its checker as an unsure "factual" (``settle``: not contradicted, not confirmed),
-    not handed to a model to guess. ``main``'s verdicts on claims with no evidence at all are
+    a calculation is evaluated, never judged by a model; a math answer's premise that its question states is
+    factual without a call (``halucheck.verifiers.tools.premise``; the others go to ``main``); a math answer's
+    final result is compared with programs the model writes for the question; code is run against independent
+    solutions in the sandbox (where there is no sandbox, with a note, to ``main``); a result for which the
+    programs found no majority is settled by its checker as an unsure "factual" (``settle``: not contradicted,
+    not confirmed), not handed to a model to guess. ``main``'s verdicts on claims with no evidence at all are
     :func:`~halucheck.verifiers.base.closed_book` (never confident); a corpus document named as the answer's source
     is looked up in the corpus (``halucheck.verifiers.tools.sources``). Citations go to their checker only with a
     bibliography (``--bibliography``); without one they go to ``main`` too."""

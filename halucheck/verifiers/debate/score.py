@@ -149,7 +149,8 @@ def fit(chains: Sequence[Sequence[Turn]], labels: Sequence[bool], provenance: di
 
     from halucheck.verifiers.calibration.threshold import choose_threshold
 
-    rows = [(features(c), bool(y)) for c, y in zip(chains, labels) if standing_of(c) is not None]
+    standings = [standing_of(c) for c in chains]
+    rows = [(features(c, s), bool(y)) for c, s, y in zip(chains, standings, labels) if s is not None]
     if len({y for _, y in rows}) < 2:
         raise ConfigError("the debate score needs hallucinated and factual items among the debated ones to fit on")
     X = np.array([[x[k] for k in FEATURES] for x, _ in rows])
@@ -180,7 +181,3 @@ def shipped() -> ScoreWeights:
         _SHIPPED.append(load_weights())
     return _SHIPPED[0]
 
-
-def chain_score(chain: Sequence[Turn], standing: bool | None = None, weights: ScoreWeights | None = None) -> float:
-    """P(hallucinated) of a finished chain."""
-    return (weights or shipped()).score(features(chain, standing))

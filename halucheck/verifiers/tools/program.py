@@ -248,9 +248,11 @@ class ProgramCheck(Verifier):
             given = (c.meta or {}).get("answer")  # a labelled final answer: "418826.8" or "The grooming costs $418826.8"
             claimed = claimed_of(str(given)) if given not in (None, "") else claimed_of(c.claim.text)
             if not c.claim.question or not c.claim.question.strip():
-                verdicts[i] = failed_with_reason(self.name, "the program check needs the question the answer solves")
+                verdicts[i] = failed_with_reason(
+                    self.name, "the program check needs the question the answer solves")
             elif claimed is None:
-                verdicts[i] = failed_with_reason(self.name, "no number in the claim to compare with the programs' result")
+                verdicts[i] = failed_with_reason(
+                    self.name, "no number in the claim to compare with the programs' result")
             else:
                 unit = re.sub(r"^.*?" + re.escape(str(claimed)), "", c.claim.text, count=1).strip(" .") \
                     if str(claimed) in c.claim.text else ""
