@@ -42,6 +42,13 @@ def settings_with(engine):
     return Settings.from_dict({"profiles": {"p": {"engine": name}}})
 
 
+def judge_config(tmp_path, engine: str, profile: str, model: str):
+    """A models.yaml (in ``tmp_path``) whose one profile, the default, is the registered ``engine`` on ``model``."""
+    cfg = tmp_path / "models.yaml"
+    cfg.write_text(f"default_profile: {profile}\nprofiles:\n  {profile}: {{engine: {engine}, model: {model}}}\n")
+    return cfg
+
+
 def items(n=4, evidence=("Paris is the capital of France.",)):
     return [
         EvalItem(id=f"t:{i}", dataset="toy", claim=f"Claim number {i}.", label=i % 2 == 0, group=f"t:{i}",
@@ -452,8 +459,7 @@ def test_calibrate_then_eval_reports_before_and_after(tmp_path, monkeypatch, toy
         return {"explanation": "e", "score": 1 if (i % 2 == 0) != (i == 4) else 5}
 
     register("likert-judge", lambda model="", **kw: FakeEngine(responder=likert))
-    cfg = tmp_path / "models.yaml"
-    cfg.write_text("default_profile: j\nprofiles:\n  j: {engine: likert-judge, model: m1}\n")
+    cfg = judge_config(tmp_path, "likert-judge", "j", "m1")
     r = runner.invoke(app, ["calibrate", "-d", "a", "-d", "b", "-v", "judge-likert", "--config", str(cfg),
                             "-o", str(tmp_path / "fit")])
     assert r.exit_code == 0, r.output
@@ -474,7 +480,7 @@ def test_calibrate_then_eval_reports_before_and_after(tmp_path, monkeypatch, toy
     c = after["ece_if_calibrated"]["after"]  # its cell: mean (95 %: p95), p = p_value
     assert f"{c['mean']:.3f} (95 %: {c['p95']:.3f}), p = {c['p_value']:.2f}" in r.stdout
     # a calibrator is never applied to another model
-    cfg.write_text("default_profile: j\nprofiles:\n  j: {engine: likert-judge, model: m2}\n")
+    judge_config(tmp_path, "likert-judge", "j", "m2")
     r = runner.invoke(app, ["eval", "-d", "c", "-v", "judge-likert", "--config", str(cfg), "-o", str(tmp_path / "ev2")])
     assert r.exit_code == 1 and "m1" in r.stderr and "calibrate" in r.stderr
     # the test split is kept for reporting
@@ -492,8 +498,7 @@ def test_named_calibrators_and_calibrator_files_in_calibrate_and_eval(tmp_path, 
         return {"explanation": "e", "score": 1 if (i % 2 == 0) != (i == 4) else 5}
 
     register("likert-judge", lambda model="", **kw: FakeEngine(responder=likert))
-    cfg = tmp_path / "models.yaml"
-    cfg.write_text("default_profile: j\nprofiles:\n  j: {engine: likert-judge, model: m1}\n")
+    cfg = judge_config(tmp_path, "likert-judge", "j", "m1")
     base = ["-v", "judge-likert", "--config", str(cfg)]
     r = runner.invoke(app, ["calibrate", "-d", "a", "-d", "b", "-d", "c", *base, "--name", "toys", "-o", str(tmp_path / "fit")])
     assert r.exit_code == 0, r.output
@@ -519,10 +524,10 @@ def test_named_calibrators_and_calibrator_files_in_calibrate_and_eval(tmp_path, 
     r = runner.invoke(app, ["calibrate", "-d", "a", *base, "--name", "x.json"])
     assert r.exit_code == 1 and "plain name" in r.stderr
     # the model changed: its unnamed calibrator is refused by eval, yet calibrate refits it (it applies none)
-    cfg.write_text("default_profile: j\nprofiles:\n  j: {engine: likert-judge, model: m2}\n")
+    judge_config(tmp_path, "likert-judge", "j", "m2")
     r = runner.invoke(app, ["calibrate", "-d", "a", "-d", "b", *base, "-o", str(tmp_path / "fit2")])
     assert r.exit_code == 0, r.output
-    cfg.write_text("default_profile: j\nprofiles:\n  j: {engine: likert-judge, model: m1}\n")
+    judge_config(tmp_path, "likert-judge", "j", "m1")
     r = runner.invoke(app, ["calibrate", "-d", "a", "-d", "b", *base, "-o", str(tmp_path / "fit3")])
     assert r.exit_code == 0, r.output
     r = runner.invoke(app, ["eval", "-d", "d", *base, "--calibration", str(tmp_path / "fit2" / "calibrator.json"),
@@ -547,8 +552,7 @@ def test_calibrate_refits_the_debate_score_and_the_debate_then_uses_it(tmp_path,
         return {"finding": "contradicted", "quotes": ["nothing like this"], "argument": "a", "error_severity": 3}
 
     register("debate-judge", lambda model="", **kw: FakeEngine(responder=respond))
-    cfg = tmp_path / "models.yaml"
-    cfg.write_text("default_profile: d\nprofiles:\n  d: {engine: debate-judge, model: m1}\n")
+    cfg = judge_config(tmp_path, "debate-judge", "d", "m1")
     r = runner.invoke(app, ["calibrate", "-d", "a", "-d", "b", "-v", "debate", "--config", str(cfg),
                             "-o", str(tmp_path / "fit")])
     assert r.exit_code == 0, r.output
@@ -564,6 +568,6 @@ def test_calibrate_refits_the_debate_score_and_the_debate_then_uses_it(tmp_path,
         p = w.score(score.features(chain))
         assert row["detail"]["p_hallucinated"] == pytest.approx(p, abs=1e-4)
         assert row["prediction"] is (p >= w.threshold)
-    cfg.write_text("default_profile: d\nprofiles:\n  d: {engine: debate-judge, model: m2}\n")
+    judge_config(tmp_path, "debate-judge", "d", "m2")
     r = runner.invoke(app, ["eval", "-d", "c", "-v", "debate", "--config", str(cfg), "-o", str(tmp_path / "ev2")])
     assert r.exit_code == 1 and "fitted on model m1" in r.stderr
