@@ -50,7 +50,7 @@ def toy_sets(monkeypatch):
 
     def fake_load(name, split="dev", limit=None, skip=0):
         its = [EvalItem(id=f"{name}:{i}", dataset=name, claim=f"{name} claim {i}", label=i % 2 == 0,
-                        group=f"{name}:{i}", position=i, evidence=[f"passage {j}" for j in range(15)])
+                        group=f"{name}:{i}", position=i, evidence=[f"passage {j} on the claim" for j in range(15)])
                for i in range(6)]
         its = its[skip:]
         return its[:limit] if limit else its

@@ -33,7 +33,7 @@ def pool_with(engine):
 
 
 def checks(n):
-    return [Check(Claim(f"Claim number {i}."), EVIDENCE) for i in range(n)]
+    return [Check(Claim(f"Claim number {i}. Paris is in France."), EVIDENCE) for i in range(n)]
 
 
 def who(req):

@@ -51,7 +51,7 @@ def judge_config(tmp_path, engine: str, profile: str, model: str):
 
 def items(n=4, evidence=("Paris is the capital of France.",)):
     return [
-        EvalItem(id=f"t:{i}", dataset="toy", claim=f"Claim number {i}.", label=i % 2 == 0, group=f"t:{i}",
+        EvalItem(id=f"t:{i}", dataset="toy", claim=f"Claim number {i}. Paris is in France.", label=i % 2 == 0, group=f"t:{i}",
                  position=i, evidence=list(evidence))
         for i in range(n)
     ]
@@ -332,7 +332,7 @@ default_profile: fake
 profiles:
   fake:
     engine: fake
-    reply: {factuality: false, error_severity: 4, quotes: ["passage 3"]}
+    reply: {factuality: false, error_severity: 4, quotes: ["passage 3 on the claim"]}
 """
 
 

@@ -36,6 +36,14 @@ def quotable(claim: Claim, evidence: Sequence[Evidence]) -> str:
     return claim.statement + "\n" + " ".join(list(names)[:QUOTABLE_WORDS])
 
 
+def passages(claim: Claim, evidence: Sequence[Evidence]) -> list[str]:
+    """What a model is shown of each passage for ``claim``: the sentences that bear on it, planted instructions
+    left out (:func:`halucheck.prompts.untrusted.shown`). Quotes are checked against these texts."""
+    from halucheck.prompts.untrusted import shown
+
+    return shown([e.text for e in evidence], claim.text, claim.question)
+
+
 class Verifier:
     """Base class. ``verify(checks, engines)`` returns one Verdict per check, in order; ``costs`` then
     says what each stage spent (one entry, this verifier's name, except for a cascade)."""

@@ -100,7 +100,7 @@ from halucheck.verifiers.judges import Reason, StrictReply, read_reply
 from halucheck.prompts import load as load_prompts
 from halucheck.records import Check, Turn, Verdict
 from halucheck.verifiers.scoring import clamp01, value_token_prob
-from halucheck.verifiers.base import Cost, Verifier, quotable
+from halucheck.verifiers.base import Cost, Verifier, passages, quotable
 
 if TYPE_CHECKING:
     from halucheck.engines.pool import EnginePool
@@ -230,7 +230,7 @@ class CollabCal(Verifier):
                  group: str, logprobs: bool = False, avoid: str = "", **extra) -> Request:
         p = load_prompts("collab")
         question, noun = check.claim.question, self._noun(check)
-        user = (load_prompts("verifiers")["shared"].render(evidence=[e.text for e in check.evidence],
+        user = (load_prompts("verifiers")["shared"].render(evidence=passages(check.claim, check.evidence),
                                                            question=question, text=check.claim.text)
                 + "\n\n" + p[section]["task"].render(persona=persona, question=question, noun=noun, **extra))
         return Request(

@@ -30,7 +30,7 @@ from halucheck.config import VerifierOptions
 from halucheck.engines.base import Request, Result, SamplingParams
 from halucheck.prompts import load as load_prompts
 from halucheck.records import Check, Claim, Evidence, Role, State, Turn
-from halucheck.verifiers.base import quotable
+from halucheck.verifiers.base import passages, quotable
 from halucheck.verifiers.debate.quotes import QUOTE_CHARS, check_quotes, is_void
 from halucheck.verifiers.judges import SelfCheck
 from halucheck.verifiers.scoring import decision_score, value_token_prob
@@ -135,13 +135,14 @@ def build_messages(claim: Claim, evidence: Sequence[Evidence], call: AgentCall) 
                                  "error_severity": t.error_severity}, ensure_ascii=False)}
             for t in call.previous
         ]
-        user = p["roles"][call.role].render() + "\n\n" + p["shared"].render(claim=claim.statement, evidence=list(evidence))
+        shown = [replace(e, text=t) for e, t in zip(evidence, passages(claim, evidence))]
+        user = p["roles"][call.role].render() + "\n\n" + p["shared"].render(claim=claim.statement, evidence=shown)
         if previous:
             user = user.rstrip() + "\n" + p["previous"].render(previous=previous).rstrip()
         return ({"role": "user", "content": user},)
     p = load_prompts("debate")
     noun = _noun(claim)
-    user = p["shared"].render(evidence=[e.text for e in evidence], question=claim.question, text=claim.text) + "\n\n"
+    user = p["shared"].render(evidence=passages(claim, evidence), question=claim.question, text=claim.text) + "\n\n"
     if call.role == "leader":
         first, second = (call.previous[::-1] if call.swapped else call.previous)
         user += p["leader"].render(noun=noun, standing="factual" if call.argues else "not factual",
@@ -209,7 +210,8 @@ def _turn(call: AgentCall, result: Result, data: dict, claim: Claim | None, evid
         raise ValueError("a stance needs one or two quotes")
     finding = data.get("finding", "supported")
     statement = claim.statement if claim is not None else ""
-    finding, checks = check_quotes(finding, quotes, statement, [e.text for e in evidence])
+    finding, checks = check_quotes(finding, quotes, statement, passages(claim, evidence) if claim is not None
+                                   else [e.text for e in evidence])
     factual = bool(call.argues)
     severity = 0 if factual else int(data["error_severity"])
     return Turn(opinion=str(data["argument"]).strip(), factuality=factual, error_severity=severity,
