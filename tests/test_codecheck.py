@@ -460,3 +460,29 @@ def test_examples_run_first_and_are_named_in_the_trace():
     out = lines(v)
     assert "on 2 test inputs in the sandbox (1 of them the task's own examples)" in out[0]
     assert out[1].startswith("[1] count_up(2): reference [1, 2]") and out[2].startswith("[2] count_up(3)")
+
+
+@needs_sandbox
+def test_inputs_every_program_refuses_alike_are_written_again_once():
+    # the first inputs are lists where count_up takes a number: the answer and every solution raise TypeError
+    asked = []
+
+    def respond(request):
+        if request.tag == "code:tests":
+            asked.append(request.messages[-1]["content"])
+            return {"inputs": ["[1, 2, 3], 4", "[5]"] if len(asked) == 1 else ["3", "0"]}
+        return f"```python\n{SOLUTIONS[request.sampling.seed // codecheck.SEED_STEP - 1]}```"
+
+    eng = FakeEngine(responder=respond)
+    verifier, (v,) = verify([code_claim(OFF_BY_ONE)], eng)
+    assert len(asked) == 2 and "TypeError" in asked[1] and '"[1, 2, 3], 4"' not in asked[1]
+    assert "count_up([1, 2, 3], 4)" in asked[1] and "[5]" in asked[1] and "TypeError" not in asked[0]
+    assert v.factuality is False and verifier.costs["code"].llm_calls == 5  # two tests replies, three solutions
+    out = lines(v)
+    assert "written again: every program raised TypeError" in out[0]
+    assert out[1] == "[1] count_up(3): reference [1, 2, 3] (3 of 3 solutions); answer [1, 2]: DISAGREES"
+    # inputs the programs run, even with an error here and there, are kept: nothing is asked again
+    crash = "def count_up(n):\n    raise ValueError(n)\n"
+    eng = scripted(["3", "[1]"], [SOLUTIONS[0], SOLUTIONS[1], crash])
+    verify([code_claim(OFF_BY_ONE)], eng)
+    assert sum(r.tag == "code:tests" for r in eng.requests) == 1

@@ -112,6 +112,8 @@ class _Task:
     solutions: list[str | None] = field(default_factory=list)  # each solution's program, None when invalid
     solution_errors: list[str | None] = field(default_factory=list)
     dropped: list[str] = field(default_factory=list)  # test inputs written that were not literal arguments
+    rejected: list[str] = field(default_factory=list)  # first inputs written, which every program refused alike
+    rejected_with: str | None = None  # the error they all raised
     runs: list[list[Output]] = field(default_factory=list)  # the answer's outputs, then each solution's
 
 
@@ -152,7 +154,8 @@ class CodeCheck(Verifier):
 
     def _messages(self, section: str, work: _Task) -> tuple[dict, ...]:
         p = load_prompts("codecheck")[section]
-        ctx = {"task": work.task.strip("\n"), "entry": work.entry, "signature": work.signature, "k": self.tests}
+        ctx = {"task": work.task.strip("\n"), "entry": work.entry, "signature": work.signature, "k": self.tests,
+               "rejected": work.rejected, "rejected_with": work.rejected_with}
         return ({"role": "system", "content": p["system"].render(**ctx)},
                 {"role": "user", "content": p["task"].render(**ctx)})
 
@@ -219,6 +222,17 @@ class CodeCheck(Verifier):
             self._read_tests(work, results[work.requests[0]])
             self._read_solutions(work, [results[k] for k in work.requests[1:]])
         self._run_all(works)
+        # inputs every program refused with one error (a list where the task takes a number): asked again once
+        again = {i: w for i, w in works.items() if self._refuse_inputs(w)}
+        if again:
+            more = engines.engine_for(ROLE).generate([self._tests_request(w) for w in again.values()])
+            cost.add_results(more)
+            for (i, w), res in zip(again.items(), more):
+                w.requests[0] = len(results)
+                results.append(res)
+                self._read_tests(w, res)
+                w.runs = []
+            self._run_all(again)
         while True:  # more solutions where an input has outputs but no majority yet
             todo = {i: w for i, w in works.items() if len(w.solutions) < self.max_solutions and self._undecided(w)}
             if not todo:
@@ -261,11 +275,25 @@ class CodeCheck(Verifier):
             referenced += ref is not None
         return bool(work.calls) and not referenced
 
+    def _refuse_inputs(self, work: _Task) -> bool:
+        """Whether the answer and every solution that ran raised one and the same error on every model-written
+        input (not a timeout): the inputs, not the programs, are then wrong. Marks them as rejected, to be
+        asked again once (never for the task's own examples, never twice)."""
+        if work.rejected or not work.calls or len(work.calls) == work.examples:
+            return False
+        runs = [run for run in work.runs if run]
+        errors = {o.error for run in runs for o in run[work.examples:]}
+        error = next(iter(errors)) if len(errors) == 1 else None
+        if len(runs) < 2 or error is None or error.startswith(("Timeout", "killed", "not run", "no output")):
+            return False
+        work.rejected, work.rejected_with = list(work.calls[work.examples:]), error
+        return True
+
     def _read_tests(self, work: _Task, tests: Result) -> None:
         """The calls to run: the examples the task states, then the test inputs the model wrote (invalid ones
         are noted, never raised)."""
         calls = examples_of(work.task, work.entry)[: self.max_examples]
-        work.examples = len(calls)
+        work.examples, work.dropped, work.tests_error = len(calls), [], None
         if not tests.ok:
             work.tests_error = f"the test inputs reply was invalid ({tests.error})"
         else:
@@ -326,6 +354,9 @@ class CodeCheck(Verifier):
             head += (f" Dropped {len(work.dropped)} test input{'s' if len(work.dropped) > 1 else ''} that "
                      f"{'are' if len(work.dropped) > 1 else 'is'} not literal arguments: "
                      + "; ".join(_short(d, 40) for d in work.dropped) + ".")
+        if work.rejected:
+            head += (f" The first test inputs ({'; '.join(_short(c, 40) for c in work.rejected)}) were written again: "
+                     f"every program raised {work.rejected_with} on each of them.")
         bad_solutions = [f"solution {k + 1}: {e}" for k, e in enumerate(work.solution_errors) if e]
         if bad_solutions:
             head += " Not run: " + "; ".join(bad_solutions) + "."
