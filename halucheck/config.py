@@ -307,7 +307,9 @@ class DebateConfig:
     min_rounds: int = 1
     max_rounds: int = 2
     prompts: str = "grounded"
-    leader_both_orders: bool = False  # ask the Leader with the stances in both orders and average
+    # ask the Leader with the stances in both orders and let their token probabilities decide: on Factcheck-GPT
+    # dev the two orders named the same winner in 69 % of calls, below the 90 % that one order would need
+    leader_both_orders: bool = True
 
     def __post_init__(self) -> None:
         if self.policy not in DEBATE_POLICIES:

@@ -43,7 +43,8 @@ def scripted(initial=True, leader="skeptic", factual_quotes=(TRUE_QUOTE,), findi
 
 
 def run(engine, claim=CLAIM, evidence=EVIDENCE, **cfg):
-    return check_claim(claim, evidence, Agents(engine=engine), DebateConfig(**cfg))
+    """One debate; the Leader asked in one order unless ``leader_both_orders`` says otherwise."""
+    return check_claim(claim, evidence, Agents(engine=engine), DebateConfig(**{"leader_both_orders": False, **cfg}))
 
 
 def roles(verdict):

@@ -194,7 +194,8 @@ def test_debate_verifier_runs_the_scheduler_with_the_items_evidence():
     # the first agent says "not factual"; both sides quote the item's passage (so each round asks the
     # Leader), and the Leader keeps the standing verdict (the schema's first winner, "trust")
     eng = FakeEngine(reply={"factuality": False, "error_severity": 4, "quotes": ["Paris is the capital of France."]})
-    v = get_verifier("debate", VerifierOptions(debate=DebateConfig(min_rounds=2, max_rounds=2)))
+    v = get_verifier("debate", VerifierOptions(debate=DebateConfig(min_rounds=2, max_rounds=2,
+                                                                                leader_both_orders=False)))
     preds = v.predict(items(3), settings_with(eng))
     # no logprobs from the fake engine: sure turns, and the chain's fitted score of a sure "not factual"
     assert [p.prediction for p in preds] == [True] * 3 and len({p.score for p in preds}) == 1
@@ -211,7 +212,7 @@ def test_cascade_sends_on_only_the_claims_inside_the_band(p, reached):
     # both sides quote the passage: every debate asks the Leader (first agent, two stances, Leader: 4 calls)
     eng = LogprobEngine(p, reply={"reasoning": "r", "factuality": False, "error_severity": 3,
                                   "quotes": ["Paris is the capital of France."]})
-    v = get_verifier("selfcheck,debate", VerifierOptions(debate=DebateConfig(min_rounds=1, max_rounds=1),
+    v = get_verifier("selfcheck,debate", VerifierOptions(debate=DebateConfig(min_rounds=1, max_rounds=1, leader_both_orders=False),
                                                          band=(0.2, 0.8)))
     preds = v.predict(items(3), settings_with(eng))
     assert v.describe()["stages"] == {"selfcheck": {"claims": 3, "llm_calls": 3},
@@ -350,15 +351,16 @@ def test_cli_eval_and_compare(tmp_path, config, toy_sets):
     assert r.exit_code == 0, r.output
     assert "debate/fake" in r.stdout and (d1 / "predictions.jsonl").is_file()
     first = json.loads((d1 / "predictions.jsonl").read_text().splitlines()[0])
-    assert first["detail"]["chain"][0]["state"] == "S0" and len(first["detail"]["chain"]) == 7
+    # the first agent, then two rounds of Trust, Skeptic and the Leader asked in both orders (the default)
+    assert first["detail"]["chain"][0]["state"] == "S0" and len(first["detail"]["chain"]) == 9
     r = runner.invoke(app, ["eval", "-d", "a", "-n", "4", "-v", "selfcheck", "--config", str(config), "-o", str(d2)])
     assert r.exit_code == 0, r.output
     r = runner.invoke(app, ["eval", "-d", "a", "-n", "4", "-v", "selfcheck,debate", "--band", "0,1", "--max-rounds", "2",
                             "--config", str(config), "-o", str(tmp_path / "cascade")])
     assert r.exit_code == 0, r.output
     # the debate's first agent asks selfcheck's own request (its reply is reused): then Trust, Skeptic and
-    # a Leader that keeps the verdict (consensus after one round) for each item
-    assert "cascade: selfcheck saw 4 of 4 items (4 LLM calls), then debate saw 4 of 4 items (12 LLM calls)" in r.stdout
+    # a Leader, in both orders, that keeps the verdict (consensus after one round) for each item
+    assert "cascade: selfcheck saw 4 of 4 items (4 LLM calls), then debate saw 4 of 4 items (16 LLM calls)" in r.stdout
     r = runner.invoke(app, ["eval", "--compare", str(d1), str(d2)])
     assert r.exit_code == 0, r.output
     lines = [line for line in r.stdout.splitlines() if line.startswith("|")]

@@ -68,7 +68,7 @@ def fake_embeddings(monkeypatch):
 def pipeline_run(src, out, settings=None, **kw):
     kw.setdefault("retry_backoff_s", 0.0)
     kw.setdefault("verifier", "debate")  # these tests follow the debate's turns
-    opts = RunOptions(input=src, out=out, debate=DebateConfig(min_rounds=1, max_rounds=1), **kw)
+    opts = RunOptions(input=src, out=out, debate=DebateConfig(min_rounds=1, max_rounds=1, leader_both_orders=False), **kw)
     pipe = Pipeline(opts, settings or Settings.from_dict({"profiles": {"s": {"engine": "scripted"}}}),
                     log=lambda m: None)
     try:

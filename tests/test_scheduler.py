@@ -151,7 +151,7 @@ def dissenting():
 
 
 def test_several_batches_in_flight_keep_batches_full():
-    cfg = DebateConfig(min_rounds=2, max_rounds=4)
+    cfg = DebateConfig(min_rounds=2, max_rounds=4, leader_both_orders=False)  # a Leader call is a round
     seq = run_sequential(varied(96), Agents(engine=FakeEngine(responder=dissenting())), cfg)
     assert {len(v.chain) for v in seq} == {7, 10, 13} and all(calls(v) == len(v.chain) for v in seq)  # no walkover
 
