@@ -254,7 +254,7 @@ class CodeCheck(Verifier):
             verdicts[i] = self._verdict(work, [results[k] for k in work.requests])
         for i, v in enumerate(verdicts):
             if on_call is not None and i in works:
-                for n in range(1, len(works[i].requests) + 1):
+                for n in range(1, len(works[i].requests) + bool(works[i].rejected) + 1):  # + inputs asked again
                     on_call(n)
             if on_verdict is not None:
                 on_verdict(i, v)  # type: ignore[arg-type]
