@@ -98,13 +98,15 @@ Prompts = Annotated[str, typer.Option("--prompts", help="Debate prompts: " + " o
                                       + " (the paper's own texts).")]
 
 
-BothOrders = Annotated[bool, typer.Option("--leader-both-orders/--leader-one-order", metavar="", help="Debate: ask the Leader "
-                                          "with the two stances in both orders (the default: on dev the two orders "
-                                          "named the same winner in only 69 % of calls); where they disagree, their "
-                                          "token probabilities decide. --leader-one-order saves a call a round.")]
+BothOrders = Annotated[bool, typer.Option("--leader-both-orders/--leader-one-order", metavar="",
+                                          help="Debate: ask the Leader with the two stances in both orders (the "
+                                          "default: on dev the two orders named the same winner in only 69 % of "
+                                          "calls); where they disagree, their token probabilities decide. "
+                                          "--leader-one-order saves a call a round.")]
 
 
-def debate_config(policy: str, min_rounds: int, max_rounds: int, prompts: str, both_orders: bool = True) -> DebateConfig:
+def debate_config(policy: str, min_rounds: int, max_rounds: int, prompts: str,
+                  both_orders: bool = True) -> DebateConfig:
     """The debate's flags as its configuration (checked there: a bad value is one line saying which)."""
     return DebateConfig(policy=policy, min_rounds=min_rounds, max_rounds=max_rounds, prompts=prompts,
                         leader_both_orders=both_orders)
