@@ -170,8 +170,9 @@ class Verdict:
     the Leaders' probabilities, the verified-quote margin and the chain's standing verdict) and the whole chain;
     ``--prompts paper``: the last Leader's judgement, ``p_hallucinated`` pooling every valid turn's probability.
     For a single-agent verifier: its one turn, its score; ``error_severity`` is None there (those verifiers do
-    not rate severity). ``confidence`` is the probability of the side the verdict took. In a cascade (``halucheck.verifiers.base.Cascade``) the chain also
-    holds the earlier stages' turns, each turn naming its verifier; ``verifier`` names the stage that decided.
+    not rate severity). ``confidence`` is the probability of the side the verdict took. In a cascade
+    (``halucheck.verifiers.base.Cascade``) the chain also holds the earlier stages' turns, each turn naming its
+    verifier; ``verifier`` names the stage that decided.
     """
 
     factuality: bool | None

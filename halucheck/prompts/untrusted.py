@@ -33,6 +33,8 @@ from __future__ import annotations
 import re
 from functools import lru_cache
 
+from halucheck.text import sentence_spans, stop_words
+
 _CHECKER = (r"(?:fact[- ]?checkers?|checkers?|verifiers?|judges?|graders?|reviewers?|evaluators?|annotators?|models?|"
             r"assistants?|AIs?|LLMs?|language\s+models?|chatbots?|agents?)")
 _SUBJECT = r"(?:text|claim|statement|answer|response|passage|content|information|output)"
@@ -211,8 +213,6 @@ def _common() -> frozenset[str]:
     "every", "above" and "found" say nothing of what a passage is about) and chat small talk."""
     from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
 
-    from halucheck.text import stop_words
-
     return frozenset(ENGLISH_STOP_WORDS) | stop_words()
 
 
@@ -230,13 +230,11 @@ def _topic(text: str) -> frozenset[str]:
     return frozenset(words)
 
 
-@lru_cache(maxsize=65536)
+@lru_cache(maxsize=8192)  # a claim's passages, asked again by each turn of its debate; keys hold whole passages
 def bearing(passage: str, about: str) -> str:
     """The sentences of ``passage`` that share a topic word with ``about`` (the claim, with its question),
     in order, :data:`OMITTED` between two of them where others were left out (the whole of it when none
     bears); ``passage`` as is when every sentence bears on it or ``about`` names nothing."""
-    from halucheck.text import sentence_spans
-
     topic = _topic(about)
     spans = sentence_spans(passage, line_breaks=True)
     if not topic or not spans:

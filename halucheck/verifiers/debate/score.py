@@ -180,4 +180,3 @@ def shipped() -> ScoreWeights:
     if not _SHIPPED:
         _SHIPPED.append(load_weights())
     return _SHIPPED[0]
-
