@@ -5,7 +5,7 @@ from fractions import Fraction
 
 import pytest
 
-from halucheck.verifiers.tools.arith import ArithError, check, evaluate, find_calculations, normalize
+from halucheck.verifiers.tools.arith import ArithError, ArithVerifier, check, evaluate, find_calculations, normalize
 
 
 @pytest.mark.parametrize("expression, claimed", [
@@ -50,6 +50,15 @@ def test_rounding_tolerance_is_half_a_unit_of_the_last_decimal():
     assert not check("2 / 3", "0.66").matches
     assert check("1 / 8", "0.125").matches and not check("1 / 8", "0.124").matches
     assert check("7 / 2", "3.5").matches
+
+
+def test_a_whole_number_may_cut_a_small_fraction_off_but_not_a_large_one():
+    assert check("(1/3) * 6537761", "2179253").matches  # 2179253.67 elves, rounded down
+    assert check("6537761 / 3", "2179254").matches
+    assert not check("6537761 / 3", "2179252").matches  # more than a whole one off
+    assert not check("5 / 3", "1").matches  # 40 % off is an error, not a rounding
+    assert not check("50 / 3", "16.6").matches  # written with a decimal: its own precision holds
+    assert ArithVerifier._line(check("(1/3) * 6537761", "2179253")).endswith("right, rounded to a whole number)")
 
 
 def test_approximate_claims_count_trailing_zeros_as_rounding():

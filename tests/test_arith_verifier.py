@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from halucheck.verifiers.tools.arith import P_RIGHT, P_WRONG, ArithVerifier, severity_of
+from halucheck.verifiers.tools.arith import P_RIGHT, P_ROUNDED, P_WRONG, ArithVerifier, severity_of
 from halucheck.cli import app
 from halucheck.evaluation import harness, load
 from halucheck.evaluation.verifiers import check_of
@@ -49,6 +49,12 @@ def test_a_right_calculation_is_factual():
     assert (turn.state, turn.role, turn.verifier) == ("S0", "initial", "arith")
     assert (turn.factuality, turn.error_severity) == (True, 0)
     assert turn.opinion == "48 x 125 = 6000 (claimed 6,000; right)"
+
+
+def test_a_result_rounded_to_a_whole_number_is_factual_but_unsure():
+    v = one(written("A third quit: (1/3) * 6537761 = 2179253 elves."))
+    assert v.factuality is True and v.p_hallucinated == P_ROUNDED and v.confidence == pytest.approx(1 - P_ROUNDED)
+    assert "rounded to a whole number" in v.chain[0].opinion
 
 
 def test_a_wrong_calculation_says_by_how_much():
@@ -157,7 +163,7 @@ def calc(expression: str, answer: str, label) -> dict:
 
 
 # Positions 0-5; position 4 is the test split. Response 3 has no calculation in its text; response 5's
-# truncated result was accepted by its annotators (as in the real file), so arith disagrees there.
+# truncated result was accepted by its annotators (as in the real file): a whole number of people, rounded down.
 MATH = [
     {"prompt": "Apples?", "response": "48 x 125 = 6000 apples. Then 6000 / 4 = 1500.", "label": True, "answer": "1500",
      "claims": [calc("48 x 125", "6000", True), calc("6000 / 4", "1500", True)]},
@@ -217,13 +223,18 @@ def test_arith_on_the_sets(math_root):
     claims = load("factool-math", split="all")
     verdicts = v.verify([check_of(i) for i in claims])
     assert [None if d.factuality is None else not d.factuality for d in verdicts] == \
-        [False, False, False, True, None, True, True, True]
+        [False, False, False, True, None, True, True, False]
     responses = load("factool-math-response", split="all")
     verdicts = v.verify([check_of(i) for i in responses])
     assert [None if d.factuality is None else not d.factuality for d in verdicts] == \
-        [False, True, True, None, True, True]
+        [False, True, True, None, True, False]
     assert verdicts[3].error == "no calculation found in the claim"
     assert "[2] 5 x 10 = 50 (claimed 60; off by 20 %)" in verdicts[1].chain[0].opinion
+
+
+def by_id_prediction(out: Path, item: str):
+    rows = [json.loads(line) for line in (out / "predictions.jsonl").read_text().splitlines()]
+    return next(row["prediction"] for row in rows if row["id"] == item)
 
 
 def test_cli_eval_end_to_end(math_root, tmp_path, monkeypatch):
@@ -236,18 +247,19 @@ def test_cli_eval_end_to_end(math_root, tmp_path, monkeypatch):
     m = json.loads((out / "metrics.json").read_text())
     assert m["verifier"] == "arith" and m["split"] == "dev" and m["cost"]["llm_calls"] == 0
     assert m["settings"]["verifier"] == "arith" and "profile" not in m["settings"]
-    # claims (dev): 7 items (response 3 has none), "3x = 12" cannot be evaluated; 1:1 and 2:1 caught, 5:0 flagged
-    # against its annotators (a truncated result): P 2/3, R 1
+    # claims (dev): 7 items (response 3 has none), "3x = 12" cannot be evaluated; 1:1 and 2:1 caught, 5:0 (a
+    # result rounded down to whole people) right as its annotators say: P 1, R 1
     c = m["results"]["factool-math"]
     assert (c["n"], c["n_positive"], c["n_missing"]) == (6, 2, 1)
-    assert c["metrics"]["precision"]["value"] == pytest.approx(2 / 3)
+    assert c["metrics"]["precision"]["value"] == pytest.approx(1.0)
     assert c["metrics"]["recall"]["value"] == pytest.approx(1.0)
-    assert c["metrics"]["f1"]["value"] == pytest.approx(0.8)
-    # responses (dev): 0, 1, 2, 3, 5; 3 has no calculation (missing); 5 is flagged against its label
+    assert c["metrics"]["f1"]["value"] == pytest.approx(1.0)
+    # responses (dev): 0, 1, 2, 3, 5; 3 has no calculation (missing); 5 right as labelled
     res = m["results"]["factool-math-response"]
     assert (res["n"], res["n_positive"], res["n_missing"]) == (4, 2, 1)
-    assert res["metrics"]["precision"]["value"] == pytest.approx(2 / 3)
+    assert res["metrics"]["precision"]["value"] == pytest.approx(1.0)
     assert res["metrics"]["recall"]["value"] == pytest.approx(1.0)
+    assert by_id_prediction(out, "factool-math:5:0") is False
     rows = [json.loads(line) for line in (out / "predictions.jsonl").read_text().splitlines()]
     by_id = {row["id"]: row for row in rows}
     assert by_id["factool-math:1:1"]["prediction"] is True and by_id["factool-math:1:1"]["score"] == P_WRONG

@@ -61,6 +61,12 @@ def test_the_final_result_is_the_stated_answer_else_the_last_number():
     question = "Rosie runs 10 miles per hour for 3 hours, then 5. How many miles can she run in 7 hours?"
     assert final_result("In total, Rosie can run 30 + 20 = 50 miles in 7 hours.", question).text == "50"
     assert final_result("She runs 7 hours.", question).text == "7"  # nothing else to take
+    # a calculation's result is a result even where the question gives the same number
+    question = "Harry slept 9 hours. James slept 2/3 of that. How many more hours did Harry sleep than James?"
+    r = final_result("James slept (2/3) * 9 = 6 hours. So Harry slept 9 - 6 = 3 more hours than James.", question)
+    assert (r.text, r.unit) == ("3", "hours")
+    r = final_result("The total is the sum, so the answer is 1007458 + 1007423 + 2014846 = 4029727 gems.")
+    assert (r.text, r.unit) == ("4029727", "gems")  # the stated answer's calculation, to its result
 
 
 def test_a_math_question_needs_numbers_and_a_quantity_or_a_calculation():
@@ -121,6 +127,11 @@ def test_a_reference_that_contradicts_the_answer_must_hold_when_more_programs_ar
                                                    WRONG_PROGRAM, WRONG_PROGRAM, WRONG_PROGRAM])
     assert v.factuality is False and verifier.costs["program"].llm_calls == 7
     assert "Reference 173 (6 of 7 results printed, 7 programs run)" in v.chain[0].opinion
+    # two programs reproduced the answer's result: 5 of 7 against it do not settle it, the check abstains
+    verifier, v = run("The final answer is 6000.", [WRONG_PROGRAM, WRONG_PROGRAM, RIGHT_PROGRAM, WRONG_PROGRAM,
+                                                   RIGHT_PROGRAM, WRONG_PROGRAM, WRONG_PROGRAM])
+    assert v.factuality is None and verifier.abstained == {0}
+    assert "173 has 5 of the 7 printed, but 2 programs printed the answer's own result 6000" in v.chain[0].opinion
     # a clear majority with no program for the answer decides after the first three
     verifier, v = run("The final answer is 6000.", [WRONG_PROGRAM] * 3)
     assert v.factuality is False and verifier.costs["program"].llm_calls == 3

@@ -46,6 +46,10 @@ MAX_BITS = 20_000  # bits of a numerator or denominator (about 6,000 decimal dig
 MAX_DECIMAL_EXPONENT = 1_000  # the e in a literal such as 1e400
 MAX_ROUND_DIGITS = 100
 RELATIVE_EPSILON = Fraction(1, 10**12)  # slack for values computed through floats
+# A whole-number result that cuts a fraction off ("6537761 / 3 = 2179253" elves) is right, rounded to a whole
+# number either way, when that changes it by at most this share (a count of people is whole; "7 / 2 = 3" is not
+# a rounding but an error: 14 %).
+WHOLE_ROUNDING = Fraction(1, 100)
 
 _DASHES = str.maketrans({"\u2212": "-", "\u2013": "-", "\u2012": "-", "\ufe63": "-", "\uff0d": "-"})
 _SIGNS = str.maketrans({"÷": "/", "[": "(", "]": ")", "^": "**"})
@@ -161,12 +165,22 @@ def check(expression: str, claimed: str, approximate: bool = False) -> ArithResu
     if not (computed.exact and stated.exact):
         tolerance += RELATIVE_EPSILON * max(abs(value), abs(claimed_value))
     difference = abs(value - claimed_value)
+    if difference > tolerance and _whole_rounding(value, claimed_value, tolerance, claimed):
+        tolerance = difference
     try:
         relative_error = float(difference / abs(value)) if value else (math.inf if claimed_value else 0.0)
     except OverflowError:
         relative_error = math.inf
     return ArithResult(expression, claimed, value, computed.exact, claimed_value, tolerance,
                        difference <= tolerance, relative_error, None)
+
+
+def _whole_rounding(value: Fraction, claimed_value: Fraction, tolerance: Fraction, claimed: str) -> bool:
+    """Whether a claim written as a whole number (no decimals, no percent) is ``value`` rounded down or up to a
+    whole number, within :data:`WHOLE_ROUNDING` of it."""
+    if tolerance != Fraction(1, 2) or claimed_value.denominator != 1 or value.denominator == 1 or "%" in claimed:
+        return False
+    return abs(value - claimed_value) < 1 and abs(value - claimed_value) <= WHOLE_ROUNDING * abs(value)
 
 
 def _claimed(claimed: str, approximate: bool) -> tuple[Value, Fraction]:
@@ -447,6 +461,7 @@ SEVERITY_BOUNDS = ((0.01, 1), (0.10, 2), (0.50, 3), (2.0, 4))
 # that small doubt visible and keeps log-odds finite where verdicts are pooled, without pretending a model
 # weighed anything.
 P_RIGHT, P_WRONG = 0.02, 0.98
+P_ROUNDED = 0.35  # right only if a whole number is meant (2179253 of 2179253.67 elves; not 8706257 of 8706257.9 bags)
 
 
 def severity_of(relative_error: float) -> int:
@@ -528,10 +543,11 @@ class ArithVerifier(Verifier):
             return failed_verdict(self.name, error, turn)
         factual = not wrong
         severity = 0 if factual else max(severity_of(r.relative_error) for r in wrong)  # type: ignore[arg-type]
-        p = P_RIGHT if factual else P_WRONG
+        rounded = any(r.matches and abs(r.value - r.claimed_value) > Fraction(1, 2) for r in results)  # type: ignore[operator]
+        p = (P_ROUNDED if rounded else P_RIGHT) if factual else P_WRONG
         turn = Turn(state="S0", role="initial", opinion=opinion, factuality=factual, error_severity=severity,
                     p_factual=1.0 - p, verifier=self.name)
-        return Verdict(factuality=factual, error_severity=severity, confidence=1.0 - P_RIGHT, chain=[turn],
+        return Verdict(factuality=factual, error_severity=severity, confidence=max(p, 1.0 - p), chain=[turn],
                        p_hallucinated=p, verifier=self.name)
 
     @staticmethod
@@ -541,7 +557,8 @@ class ArithVerifier(Verifier):
             return f"{r.expression} = ? (claimed {r.claimed}; cannot evaluate: {r.error})"
         shown = _show(r.value)  # type: ignore[arg-type]
         if r.matches:
-            how = "right" if r.value == r.claimed_value else "right to the precision stated"
+            how = ("right" if r.value == r.claimed_value else "right, rounded to a whole number"
+                   if abs(r.value - r.claimed_value) >= Fraction(1, 2) else "right to the precision stated")
         else:
             how = f"off by {_percent(r.relative_error)}"  # type: ignore[arg-type]
         rel = "≈" if shown.startswith("≈") else "="

@@ -6,7 +6,7 @@ question holds every content word of the claim (numbers digit for digit; the sup
 checks, :func:`halucheck.verifiers.debate.quotes.supporting_sentence`) the claim restates it: factual, with that
 sentence as the trace. So does a claim whose numbers all stand in one sentence of the question and whose other
 content words all stand somewhere in it (without a number: its content words alone), words for "a quantity"
-aside ("Dylan bought 8885928 + 6 fish sausages." for "He bought 8885928 chicken sausages and 6 more fish
+aside, and the words for the unit of a rate ("in one hectare" for "per hectare"; "Dylan bought 8885928 + 6 fish sausages." for "He bought 8885928 chicken sausages and 6 more fish
 sausages"; "Total number of floors = 6762883"): the answer names what the question calls "he", or labels a
 given number. Neither test reads word
 order, so a premise that swaps who does what passes; its consequence shows in the final result, which the
@@ -24,7 +24,8 @@ from halucheck.verifiers.tools.arith import numbers_in
 
 NAME = "question"
 P_RESTATED = 0.05  # P(hallucinated) of a premise the question states
-QUANTITY_WORDS = frozenset({"number", "total", "amount", "sum", "count", "value", "quantity"})
+QUANTITY_WORDS = frozenset({"number", "total", "amount", "sum", "count", "value", "quantity",
+                            "one", "each", "per", "every"})  # and the unit of a rate: "in one hectare", "per hectare"
 
 
 def restated(check: Check) -> Verdict | None:

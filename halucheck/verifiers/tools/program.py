@@ -25,6 +25,9 @@ checks it the way FacTool's and the program-of-thought papers do:
    when it matches. No majority at all: the check **abstains** (a verdict without factuality, its index in
    :attr:`ProgramCheck.abstained`: ``eval`` counts it missing), and ``run`` settles it as an unsure "factual"
    (:meth:`ProgramCheck.settle`, P(hallucinated) :data:`P_UNSURE`), the programs' disagreement in its trace.
+   So does a majority that contradicts the answer while :attr:`ProgramCheck.disputed_votes` programs or more
+   printed the answer's own result: two independent programs reproduced it (on Factool math dev, a right
+   answer was flagged by 5 programs of 7 against 2 that printed its result; no caught wrong answer had two).
 
 The trace is one turn (state S0, verifier ``program``) with every program's output, the reference and its
 votes, the comparison, and the first program that printed the reference, so the report shows what was run.
@@ -67,7 +70,7 @@ _FINAL = [  # where an answer states its final result, most explicit first (the 
     re.compile(rf"\b(?:final\s+answer|the\s+answer|answer)\s*(?:is|:|=|would\s+be|will\s+be)\s*"
                rf"(?:\*\*|approximately\s+|about\s+)?(?P<n>{NUMBER})", re.IGNORECASE),
 ]
-_UNIT = re.compile(r"\s*([A-Za-z][A-Za-z/]*(?:\s+(?:per|an|a)\s+[A-Za-z]+)?)")
+_UNIT = re.compile(r"\s*(?:(?:more|less|fewer)\s+)?([A-Za-z][A-Za-z/]*(?:\s+(?:per|an|a)\s+[A-Za-z]+)?)")
 _QUANTITY_QUESTION = re.compile(
     r"\b(how\s+(?:many|much|long|far|fast|old|often|tall|heavy|big)|calculate|compute|what\s+percent(?:age)?|"
     r"what\s+(?:is|was|will\s+be|are)\s+(?:the\s+)?(?:\w+\s+)?(?:total|sum|number|amount|cost|price|average|"
@@ -90,20 +93,26 @@ class FinalResult:
 
 
 def final_result(answer: str, question: str | None = None) -> FinalResult | None:
-    """The answer's final result: the last ``\\boxed{}``, ``#### N`` or "the answer is N", else the last
-    number of the answer that the question does not give ("... 50 miles in 7 hours": 50, when the question
-    gives the 7 hours; a quantity asked for is seldom one given), else its last number; None when the answer
-    has no number."""
+    """The answer's final result: the last ``\\boxed{}``, ``#### N`` or "the answer is N" (the result of the
+    calculation N starts, if it starts one), else the last number of the answer that the question does not
+    give ("... 50 miles in 7 hours": 50, when the question gives the 7 hours; a quantity asked for is seldom
+    one given) or that a written calculation computes ("9 - 6 = 3 more hours": 3, even where the question
+    gives a 3), else its last number; None when the answer has no number."""
+    calculations = find_calculations(answer)
     for pattern in _FINAL:
         found = list(pattern.finditer(answer))
         if found:
-            m = found[-1]
-            return _result(answer, m.start("n"), m.end("n"))
+            m = found[-1]  # "the answer is 1007458 + 1007423 = 2014881": the calculation's result
+            start, end = next((c.claimed_span for c in calculations if c.span[0] <= m.start("n") < c.span[1]),
+                              m.span("n"))
+            return _result(answer, start, end)
     numbers = list(_NUMBER.finditer(answer))
     if not numbers:
         return None
     given = numbers_in(question or "")
-    new = [m for m in numbers if not numbers_in(m.group()) <= given]
+    results = [c.claimed_span for c in calculations]
+    new = [m for m in numbers if not numbers_in(m.group()) <= given
+           or any(a <= m.start() < b for a, b in results)]
     m = (new or numbers)[-1]
     return _result(answer, m.start(), m.end())
 
@@ -209,6 +218,7 @@ class ProgramCheck(Verifier):
     more = 2  # asked for next, while no majority has formed or a thin one contradicts the answer (_needs_more)
     max_samples = 7
     contradict_votes = 3  # a reference that contradicts the answer with fewer votes is asked again
+    disputed_votes = 2  # programs printing the answer's own result that leave a contradicting majority undecided
     program_tokens = 512
 
     def __init__(self, options=None) -> None:
@@ -355,6 +365,14 @@ class ProgramCheck(Verifier):
             error = f"cannot compare {w.claimed} with the reference {ref}: {outcome.error}"
             turn = Turn(state="S0", role="initial", opinion="\n".join(lines + [error]), factuality=None,
                         error_severity=None, error=error, verifier=self.name, **tokens)
+            return failed_verdict(self.name, error, turn)
+        backed = sum(1 for v in w.votes if v is not None and _agrees(v, w.claimed).matches)
+        if not outcome.matches and backed >= self.disputed_votes:
+            why = f"{ref} has {votes} of the {cast} printed, but {backed} programs printed the answer's own result {w.claimed}"
+            error = f"undecided: {why}"
+            lines.append(f"No reference: {why}.")
+            turn = Turn(state="S0", role="initial", opinion="\n".join(lines), factuality=None, error_severity=None,
+                        error=error, verifier=self.name, **tokens)
             return failed_verdict(self.name, error, turn)
         if outcome.matches:
             factual, severity, p = True, 0, 0.5 - 0.45 * agreement
