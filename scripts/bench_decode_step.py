@@ -10,6 +10,11 @@
    each one's largest error against a float32 reference.
 
     OMP_WAIT_POLICY=PASSIVE python scripts/bench_decode_step.py --model qwen2.5-coder-1.5b-instruct
+
+3. ``--dtypes float32,bfloat16,int8``: instead, the decode step (DecodeLayer) with the weights in each dtype,
+   each in a process of its own (so each peak RSS is its own), and each dtype's step time over the first's.
+   On a CPU with AVX-512, ``ATEN_CPU_CAPABILITY=avx2 ONEDNN_MAX_CPU_ISA=AVX2 MKL_ENABLE_INSTRUCTIONS=AVX2``
+   makes torch use its AVX2 kernels, as an AVX2-only CPU would (``dtype: bfloat16`` then has no fast kernel).
 """
 
 from __future__ import annotations
@@ -26,7 +31,7 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 
-def step_times(model: str, prompt: int, rows_list: list[int]) -> dict[int, dict[str, float]]:
+def step_times(model: str, prompt: int, rows_list: list[int], dtype: str | None = None) -> dict[int, dict[str, float]]:
     """Per row count, the median decode step with the KV in transformers' DynamicLayer (bfloat16, a copy of
     the cache per step) and in the engine's DecodeLayer (float32, written in place), steps interleaved."""
     import torch
@@ -36,7 +41,7 @@ def step_times(model: str, prompt: int, rows_list: list[int]) -> dict[int, dict[
     from halucheck.engines.decode_cache import DecodeLayer
     from halucheck.engines.batching import _cache_name, _merge
 
-    engine = create_engine("transformers", model=model)
+    engine = create_engine("transformers", model=model, dtype=dtype)
     out = {}
     for rows in rows_list:
         ids = torch.randint(100, 5000, (rows, prompt))
@@ -100,16 +105,49 @@ def attention_times(rows: int, length: int) -> dict[str, float]:
     return out
 
 
+def dtype_times(args) -> None:
+    """Section 3: each dtype in a process of its own (``--dtype``), then the ratios to the first."""
+    import subprocess
+
+    dtypes = args.dtypes.split(",")
+    runs = {}
+    for dtype in dtypes:
+        cmd = [sys.executable, __file__, "--model", args.model, "--prompt", str(args.prompt), "--rows", args.rows,
+               "--dtype", dtype]
+        lines = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout.splitlines()
+        runs[dtype] = json.loads(lines[-1])
+        steps = ", ".join(f"{rows} rows {v['decode']:.0f} ms" for rows, v in runs[dtype]["step_ms"].items())
+        print(f"{dtype:>9}: decode step {steps}; peak RSS {runs[dtype]['peak_rss_gib']:.2f} GiB", flush=True)
+    first = dtypes[0]
+    for dtype in dtypes[1:]:
+        ratios = ", ".join(f"{rows} rows {v['decode'] / runs[first]['step_ms'][rows]['decode']:.2f}x"
+                           for rows, v in runs[dtype]["step_ms"].items())
+        print(f"{dtype} over {first}: {ratios}; peak RSS "
+              f"{runs[dtype]['peak_rss_gib'] / runs[first]['peak_rss_gib']:.2f}x")
+    print(json.dumps(runs))
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--model", default="qwen2.5-coder-1.5b-instruct")
     ap.add_argument("--prompt", type=int, default=1000, help="prompt tokens per row")
     ap.add_argument("--rows", default="1,8,16,32")
     ap.add_argument("--attention-rows", type=int, default=8)
+    ap.add_argument("--dtypes", help="compare the decode step across these weight dtypes (section 3)")
+    ap.add_argument("--dtype", help=argparse.SUPPRESS)  # one of them, in its own process
     args = ap.parse_args()
+    if args.dtypes:
+        return dtype_times(args)
     import torch
 
     torch.set_num_threads(len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count())
+    if args.dtype:
+        import resource
+
+        steps = step_times(args.model, args.prompt, [int(r) for r in args.rows.split(",")], args.dtype)
+        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20  # KiB on Linux
+        print(json.dumps({"step_ms": {str(k): v for k, v in steps.items()}, "peak_rss_gib": peak}))
+        return
     result = {"attention": attention_times(args.attention_rows, args.prompt)}
     steps = step_times(args.model, args.prompt, [int(r) for r in args.rows.split(",")])
     result["step_ms"] = {str(k): {kind: round(ms, 1) for kind, ms in v.items()} for k, v in steps.items()}

@@ -518,3 +518,37 @@ def test_drafted_tokens_give_the_same_greedy_replies(engine32, monkeypatch):
 def _schemas(requests):
     """Each debate request's reply schema (``_debate_requests`` strips it from the request)."""
     return [_SCHEMAS[r.messages[-1]["content"]] for r in requests]
+
+
+def test_int8_weights_give_the_float32_replies_on_a_quarter_of_the_bytes(engine32):
+    """``dtype: int8``: every linear layer's weight int8 (engines/int8.py); greedy replies stay float32's, and
+    a row's reply does not depend on the rows decoded beside it."""
+    import torch
+
+    from halucheck.engines import Request, SamplingParams, create_engine
+    from halucheck.engines.int8 import DYNAMIC, WEIGHT, Int8Linear
+
+    engine = create_engine("transformers", model=MODEL, max_batch=8, dtype="int8")
+    try:
+        assert engine.dtype == "int8"
+        layers = [m for m in engine.hf_model.modules() if isinstance(m, Int8Linear)]
+        assert not [m for m in engine.hf_model.modules() if type(m) is torch.nn.Linear]
+        assert {m.mode for m in layers} == {DYNAMIC, WEIGHT} and isinstance(engine.hf_model.lm_head, Int8Linear)
+        float_bytes = 4 * sum(m.weight.numel() for m in engine32.hf_model.modules() if type(m) is torch.nn.Linear)
+        assert sum(m.qweight.numel() for m in layers) == float_bytes // 4
+        asks = ["Reply with exactly the word: banana", "What is 12 times 12? Reply with the number only.",
+                "Name the capital of France in one word.", "Write a Python function that returns the square of x.",
+                "In one sentence: what does the Eiffel Tower stand in?", "List three primary colours, comma-separated."]
+        requests = [Request(messages=({"role": "user", "content": a},), logprobs=True,
+                            sampling=SamplingParams(max_tokens=24)) for a in asks]
+        ours, reference = engine.generate(requests), engine32.generate(requests)
+        assert sum(a.text == b.text for a, b in zip(ours, reference)) >= 5, [r.text for r in ours]
+        for a, b in zip(ours, reference):  # the first token's probability, as float32 gives it
+            assert abs(math.exp(a.logprobs[0][1]) - math.exp(b.logprobs[0][1])) < 0.05
+        judged = engine.generate([Request(messages=judge("The Eiffel Tower is in Berlin."), schema=SCHEMA,
+                                          sampling=SamplingParams(max_tokens=64))])
+        jsonschema.validate(judged[0].parsed, SCHEMA)
+        again = engine.generate(requests[::-1])  # another batch order: each row's reply is its own
+        assert [r.text for r in again[::-1]] == [r.text for r in ours]
+    finally:
+        engine.close()

@@ -81,10 +81,10 @@ class TransformersEngine(SchemaIndexes, BatchDecoding, Engine):
     in flight), ``prefill_batch`` (rows per prompt pass, default 8: bounds the pass's activation memory),
     ``threads`` (torch threads, default: the cores this process may use), ``dtype`` (load dtype; default:
     as saved, except that bfloat16 or float16 weights load in float32 on a CPU without native matmuls for
-    them, see :func:`load_dtype`), ``whitespace_pattern`` (regex for JSON whitespace), ``prefix_cache_mb``
-    (KV of shared prompt prefixes kept between calls, in MiB; 0 turns reuse off), ``draft_tokens`` (tokens
-    drafted per greedy row and step for speculative decoding, see ``halucheck.engines.drafts``; 0, the
-    default, turns it off). ``model`` is a known
+    them, see :func:`load_dtype`; ``int8``: int8 linear weights, see ``halucheck.engines.int8``),
+    ``whitespace_pattern`` (regex for JSON whitespace), ``prefix_cache_mb`` (KV of shared prompt prefixes
+    kept between calls, in MiB; 0 turns reuse off), ``draft_tokens`` (tokens drafted per greedy row and step
+    for speculative decoding, see ``halucheck.engines.drafts``; 0, the default, turns it off). ``model`` is a known
     model name (see ``halucheck.weights``) or a local transformers folder.
     """
 
@@ -157,19 +157,28 @@ class TransformersEngine(SchemaIndexes, BatchDecoding, Engine):
             )
         # Default: every core this process may run on. More threads than cores only adds contention.
         torch.set_num_threads(self.threads)
-        if dtype and not isinstance(getattr(torch, dtype, None), torch.dtype):
+        if dtype and dtype != "int8" and not isinstance(getattr(torch, dtype, None), torch.dtype):
             raise ConfigError(
-                f"dtype {dtype!r} is not a torch dtype; use bfloat16 or float32 (or leave it out)"
+                f"dtype {dtype!r} is not a torch dtype; use int8, bfloat16 or float32 (or leave it out)"
             )
         from transformers.utils import logging as hf_logging
 
         hf_logging.disable_progress_bar()  # our own progress bars tell the story; no "Loading weights" bar
         t0 = time.perf_counter()
-        chosen = load_dtype(dtype, _saved_dtype(path), _native_half_types())
-        kwargs = {"dtype": getattr(torch, chosen) if chosen != "auto" else "auto",
-                  "attn_implementation": _register_attention()}
+        native = _native_half_types()
+        chosen = load_dtype(dtype, _saved_dtype(path), native)
+        if chosen == "int8":
+            from halucheck.engines import int8
+
+            if (why := int8.available()) is not None:
+                raise ConfigError(f"dtype int8: {why}")
+        loaded = {"auto": "auto", "int8": torch.bfloat16}.get(chosen) or getattr(torch, chosen)
+        kwargs = {"dtype": loaded, "attn_implementation": _register_attention()}
         self.hf_model = AutoModelForCausalLM.from_pretrained(path, **kwargs).eval()
         self.dtype = str(self.hf_model.dtype).removeprefix("torch.")
+        if chosen == "int8":  # the linear layers' weights to int8; the rest stays bfloat16 (engines/int8.py)
+            int8.quantize(self.hf_model, wide=torch.bfloat16 if "bfloat16" in native else torch.float32)
+            self.dtype = "int8"
         self.tokenizer = AutoTokenizer.from_pretrained(path)
         self.load_seconds = time.perf_counter() - t0
         self.path = path
