@@ -486,3 +486,32 @@ def test_inputs_every_program_refuses_alike_are_written_again_once():
     eng = scripted(["3", "[1]"], [SOLUTIONS[0], SOLUTIONS[1], crash])
     verify([code_claim(OFF_BY_ONE)], eng)
     assert sum(r.tag == "code:tests" for r in eng.requests) == 1
+
+
+@needs_sandbox
+def test_inputs_that_wrap_the_arguments_in_one_list_are_read_as_meant_without_asking_again():
+    # count_up takes one number: "[1, 2, 3]" lists three inputs
+    eng = scripted(["[1, 2, 3]", "[4]"], SOLUTIONS)
+    verifier, (v,) = verify([code_claim(OFF_BY_ONE)], eng)
+    assert sum(r.tag == "code:tests" for r in eng.requests) == 1 and verifier.costs["code"].llm_calls == 4
+    out = lines(v)
+    assert "read as their arguments wrapped in one list: every program raised TypeError" in out[0]
+    assert [line.split(":")[0] for line in out[1:5]] == ["[1] count_up(1)", "[2] count_up(2)", "[3] count_up(3)",
+                                                         "[4] count_up(4)"]
+    assert v.factuality is False  # off by one on every input
+    # a two-parameter function: "[3, 4]" is its two arguments
+    task = 'def add(a: int, b: int) -> int:\n    """Return a + b."""\n'
+    eng = scripted(["[3, 4]", "[10, -2]"], ["def add(a, b):\n    return a + b\n"] * 3)
+    verifier, (v,) = verify([code_claim("def add(a, b):\n    return a + b\n", task=task)], eng)
+    assert v.factuality is True and "[1] add(3, 4): reference 7 (3 of 3 solutions); answer 7: agrees" in lines(v)
+
+
+def test_reshaped_reads_a_list_as_the_arguments_or_as_several_inputs():
+    from halucheck.verifiers.tools.code_source import arity_of, reshaped
+
+    assert arity_of(["def f(a, b=1):\n    pass\n"], "f") == (1, 2)
+    assert arity_of(["class C: pass", "def f(*xs):\n    pass\n"], "f") is None
+    assert reshaped("f([3, 4])", "f", (2, 2)) == ["f(3, 4)"]
+    assert reshaped("f([1, 2])", "f", (1, 1)) == ["f(1)", "f(2)"]
+    assert reshaped("f([1, 2, 3])", "f", (2, 2)) == []  # three items for two parameters
+    assert reshaped("f([1], 2)", "f", (2, 2)) == [] and reshaped("f([])", "f", (1, 1)) == []

@@ -75,11 +75,13 @@ from halucheck.verifiers.tools.code_source import (
     MAX_CODE_CHARS,
     _defs,
     _parse,
+    arity_of,
     code_of,
     entry_point,
     examples_of,
     parse_call,
     program_of,
+    reshaped,
     signature_of,
     syntax_error,
 )
@@ -114,6 +116,7 @@ class _Task:
     dropped: list[str] = field(default_factory=list)  # test inputs written that were not literal arguments
     rejected: list[str] = field(default_factory=list)  # first inputs written, which every program refused alike
     rejected_with: str | None = None  # the error they all raised
+    reshaped: bool = False  # the rejected inputs were read again as arguments wrapped in one list
     runs: list[list[Output]] = field(default_factory=list)  # the answer's outputs, then each solution's
 
 
@@ -222,8 +225,14 @@ class CodeCheck(Verifier):
             self._read_tests(work, results[work.requests[0]])
             self._read_solutions(work, [results[k] for k in work.requests[1:]])
         self._run_all(works)
-        # inputs every program refused with one error (a list where the task takes a number): asked again once
-        again = {i: w for i, w in works.items() if self._refuse_inputs(w)}
+        # inputs every program refused with one error: read again where they wrap the arguments in one list
+        # (no call), else asked again once
+        refused = {i: w for i, w in works.items() if self._refuse_inputs(w)}
+        again = {i: w for i, w in refused.items() if not self._reshape(w)}
+        if len(again) < len(refused):
+            for w in refused.values():
+                w.runs = [] if w.reshaped else w.runs
+            self._run_all({i: w for i, w in refused.items() if w.reshaped})
         if again:
             more = engines.engine_for(ROLE).generate([self._tests_request(w) for w in again.values()])
             cost.add_results(more)
@@ -254,7 +263,8 @@ class CodeCheck(Verifier):
             verdicts[i] = self._verdict(work, [results[k] for k in work.requests])
         for i, v in enumerate(verdicts):
             if on_call is not None and i in works:
-                for n in range(1, len(works[i].requests) + bool(works[i].rejected) + 1):  # + inputs asked again
+                asked_again = bool(works[i].rejected) and not works[i].reshaped
+                for n in range(1, len(works[i].requests) + asked_again + 1):  # + inputs asked again
                     on_call(n)
             if on_verdict is not None:
                 on_verdict(i, v)  # type: ignore[arg-type]
@@ -287,6 +297,21 @@ class CodeCheck(Verifier):
         if len(runs) < 2 or error is None or error.startswith(("Timeout", "killed", "not run", "no output")):
             return False
         work.rejected, work.rejected_with = list(work.calls[work.examples:]), error
+        return True
+
+    def _reshape(self, work: _Task) -> bool:
+        """Whether the refused inputs (a TypeError) all read as the model meant them: one list holding the
+        arguments (``f([3, 4])`` for ``f(a, b)``), or several inputs of a one-parameter function
+        (``code_source.reshaped``). Then they are replaced by those calls, without asking the model again."""
+        arity = arity_of([work.task, work.program], work.entry)
+        if arity is None or not (work.rejected_with or "").startswith("TypeError"):
+            return False
+        calls = [reshaped(c, work.entry, arity) for c in work.rejected]
+        if not all(calls):
+            return False
+        examples = (work.calls or [])[: work.examples]
+        fresh = list(dict.fromkeys(c for group in calls for c in group if c not in examples))
+        work.calls, work.reshaped = examples + fresh[: self.tests], True
         return True
 
     def _read_tests(self, work: _Task, tests: Result) -> None:
@@ -355,7 +380,8 @@ class CodeCheck(Verifier):
                      f"{'are' if len(work.dropped) > 1 else 'is'} not literal arguments: "
                      + "; ".join(_short(d, 40) for d in work.dropped) + ".")
         if work.rejected:
-            head += (f" The first test inputs ({'; '.join(_short(c, 40) for c in work.rejected)}) were written again: "
+            how = ("read as their arguments wrapped in one list" if work.reshaped else "written again")
+            head += (f" The first test inputs ({'; '.join(_short(c, 40) for c in work.rejected)}) were {how}: "
                      f"every program raised {work.rejected_with} on each of them.")
         bad_solutions = [f"solution {k + 1}: {e}" for k, e in enumerate(work.solution_errors) if e]
         if bad_solutions:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import ast
 import re
 import textwrap
+from typing import Sequence
 
 # Length caps are checked after parsing, not written into the reply schemas: a string bounded as
 # {0,6000} in the schema's regex takes structured-output backends minutes and gigabytes to compile (vLLM's
@@ -145,6 +146,40 @@ def parse_call(text: str, entry: str) -> str | None:
             continue
         return ast.unparse(node)
     return None
+
+
+def arity_of(sources: Sequence[str | None], entry: str) -> tuple[int, int] | None:
+    """(required, most) positional parameters of the first top-level def of ``entry`` in ``sources`` (``self``
+    aside), or None when there is none or it takes ``*args``."""
+    for source in sources:
+        for node in _defs(source):
+            if node.name == entry:
+                if node.args.vararg is not None:
+                    return None
+                names = [a.arg for a in [*node.args.posonlyargs, *node.args.args]]
+                most = len(names) - (names[:1] == ["self"])
+                return most - len(node.args.defaults), most
+    return None
+
+
+def reshaped(call: str, entry: str, arity: tuple[int, int]) -> list[str]:
+    """A call that wraps its arguments in one list, read as the model meant it, or [] when it does not:
+    ``f([3, 4])`` for ``f(a, b)`` is ``f(3, 4)``; ``f([1, 2, 3])`` for ``f(n)`` is three inputs, ``f(1)``, ``f(2)``
+    and ``f(3)`` (a model asked for inputs of a one-parameter function sometimes lists them as one)."""
+    try:
+        node = ast.parse(call, mode="eval").body
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return []
+    if not (isinstance(node, ast.Call) and len(node.args) == 1 and not node.keywords
+            and isinstance(node.args[0], (ast.List, ast.Tuple)) and node.args[0].elts):
+        return []
+    items = [ast.unparse(e) for e in node.args[0].elts]
+    required, most = arity
+    if most > 1 and required <= len(items) <= most:
+        return [f"{entry}({', '.join(items)})"]
+    if most == 1:
+        return [f"{entry}({item})" for item in items]
+    return []
 
 
 def examples_of(task: str, entry: str) -> list[str]:
