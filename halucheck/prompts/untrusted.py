@@ -41,20 +41,20 @@ _SUBJECT = r"(?:text|claim|statement|answer|response|passage|content|information
 _VERDICT = (r"(?:factual|non-factual|true|false|correct|incorrect|accurate|inaccurate|fabricated|hallucinated|"
             r"verified|supported|unsupported|right|wrong|reliable)")
 _OVERRIDES = [  # an override is followed by what it wants believed: removed to the end of its line
-    rf"\b(?:ignore|disregard|forget|override)\b[^.\n]{{0,60}}?"
-    rf"\b(?:instructions?|prompts?|rules?|guidelines|directions|above|previous|prior|earlier|preceding|evidence|"
-    rf"passages?|sources?|before)\b",
-    rf"\b(?:do\s+not|don't|never|stop)\s+follow(?:ing)?\s+(?:your|the|any|all)?\s*(?:previous|prior|above|earlier|"
-    rf"original|system|other)?\s*(?:instructions|guidelines|prompts?|rules|directions)\b",
-    rf"\b(?:new|updated|additional|revised|real|actual)\s+(?:instructions?|rules?|task|guidelines)\s*:",
-    rf"\bregardless\s+of\s+(?:the|any|all|what)\s+(?:evidence|passages?|sources?|facts|documents?)\b",
+    r"\b(?:ignore|disregard|forget|override)\b[^.\n]{0,60}?"
+    r"\b(?:instructions?|prompts?|rules?|guidelines|directions|above|previous|prior|earlier|preceding|evidence|"
+    r"passages?|sources?|before)\b",
+    r"\b(?:do\s+not|don't|never|stop)\s+follow(?:ing)?\s+(?:your|the|any|all)?\s*(?:previous|prior|above|earlier|"
+    r"original|system|other)?\s*(?:instructions|guidelines|prompts?|rules|directions)\b",
+    r"\b(?:new|updated|additional|revised|real|actual)\s+(?:instructions?|rules?|task|guidelines)\s*:",
+    r"\bregardless\s+of\s+(?:the|any|all|what)\s+(?:evidence|passages?|sources?|facts|documents?)\b",
     r"\boverride\s*:",
 ]
 _ADDRESSED = [
     rf"\b(?:to|for)\s+(?:any|all|the|every)?\s*{_CHECKER}\s+(?:reading|evaluating|checking|reviewing|"
     rf"verifying|grading|judging|processing)\b",
     rf"\battention\s*,?\s*(?:the\s+|all\s+|any\s+)?{_CHECKER}\b",
-    rf"\b(?:instructions?|note|message|directive)\s+(?:to|for)\s+you\b",
+    r"\b(?:instructions?|note|message|directive)\s+(?:to|for)\s+you\b",
     rf"\byou\s+are\s+(?:now\s+)?(?:a|an|the)\s+[^.\n]{{0,40}}?\b{_CHECKER}\b",
     rf"\bverdict\s*[:=]\s*[\"'“‘]?(?:not\s+)?(?:{_VERDICT[3:-1]})\b",
     rf"(?:^|[.!?;:,]\s+|\n|\b(?:so|then|and)\s+)\s*(?:please\s+|now\s+|just\s+)?"  # an imperative answer
@@ -63,8 +63,8 @@ _ADDRESSED = [
     rf"(?:^|[.!?;:,]\s+|\n|\b(?:so|then|and)\s+)\s*(?:please\s+|now\s+|just\s+)?"  # an imperative to label
     rf"(?:label|classify|rate|mark|score|flag|grade|judge|treat|tag)\s+(?:the|this|that|it|each|every)\s*"
     rf"(?:{_SUBJECT})?\s+(?:as\s+)?(?:being\s+)?(?:{_VERDICT[3:-1]}|factual)\b",
-    rf"\b(?:correct|right|expected|true|final|only)\s+(?:verdict|label|classification|rating|judgement|judgment|"
-    rf"answer|output)\s+(?:for|of|on|here|to\s+give)\b[^.\n]{{0,40}}?\b(?:is|=|:)",
+    r"\b(?:correct|right|expected|true|final|only)\s+(?:verdict|label|classification|rating|judgement|judgment|"
+    r"answer|output)\s+(?:for|of|on|here|to\s+give)\b[^.\n]{0,40}?\b(?:is|=|:)",
     rf"\b(?:note|message|instructions?|reminder|directive)s?\s+(?:to|for)\s+(?:the\s+|any\s+|all\s+)?{_CHECKER}\b",
     rf"\b(?:you|the\s+{_CHECKER})\s+(?:must|should|shall|will|are\s+to|have\s+to|need\s+to|are\s+required\s+to)\s+"
     rf"(?:reply|respond|answer|output|say|mark|label|judge|rate|classify|treat|consider|conclude|state|find)\b"

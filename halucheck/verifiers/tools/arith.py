@@ -31,6 +31,7 @@ from fractions import Fraction
 from typing import TYPE_CHECKING, Callable, Sequence
 
 if TYPE_CHECKING:
+    from halucheck.claims import StageOutput
     from halucheck.engines.base import Engine
     from halucheck.records import Cost
 
