@@ -84,8 +84,8 @@ class TransformersEngine(SchemaIndexes, BatchDecoding, Engine):
     them, see :func:`load_dtype`; ``int8``: int8 linear weights, see ``halucheck.engines.int8``),
     ``whitespace_pattern`` (regex for JSON whitespace), ``prefix_cache_mb`` (KV of shared prompt prefixes
     kept between calls, in MiB; 0 turns reuse off), ``draft_tokens`` (tokens drafted per greedy row and step
-    for speculative decoding, see ``halucheck.engines.drafts``; 0, the default, turns it off). ``model`` is a known
-    model name (see ``halucheck.weights``) or a local transformers folder.
+    for speculative decoding, see ``halucheck.engines.drafts``; 0, the default, turns it off). ``model`` is a
+    known model name (see ``halucheck.weights``) or a local transformers folder.
     """
 
     name = "transformers"

@@ -544,7 +544,8 @@ class ArithVerifier(Verifier):
             return failed_verdict(self.name, error, turn)
         factual = not wrong
         severity = 0 if factual else max(severity_of(r.relative_error) for r in wrong)  # type: ignore[arg-type]
-        rounded = any(r.matches and abs(r.value - r.claimed_value) > Fraction(1, 2) for r in results)  # type: ignore[operator]
+        rounded = any(r.matches and abs(r.value - r.claimed_value) > Fraction(1, 2)  # type: ignore[operator]
+                      for r in results)
         p = (P_ROUNDED if rounded else P_RIGHT) if factual else P_WRONG
         turn = Turn(state="S0", role="initial", opinion=opinion, factuality=factual, error_severity=severity,
                     p_factual=1.0 - p, verifier=self.name)

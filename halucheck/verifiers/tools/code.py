@@ -229,10 +229,10 @@ class CodeCheck(Verifier):
         # (no call), else asked again once
         refused = {i: w for i, w in works.items() if self._refuse_inputs(w)}
         again = {i: w for i, w in refused.items() if not self._reshape(w)}
-        if len(again) < len(refused):
-            for w in refused.values():
-                w.runs = [] if w.reshaped else w.runs
-            self._run_all({i: w for i, w in refused.items() if w.reshaped})
+        read_again = {i: w for i, w in refused.items() if i not in again}
+        for w in read_again.values():
+            w.runs = []
+        self._run_all(read_again)
         if again:
             more = engines.engine_for(ROLE).generate([self._tests_request(w) for w in again.values()])
             cost.add_results(more)

@@ -6,9 +6,9 @@ question holds every content word of the claim (numbers digit for digit; the sup
 checks, :func:`halucheck.verifiers.debate.quotes.supporting_sentence`) the claim restates it: factual, with that
 sentence as the trace. So does a claim whose numbers all stand in one sentence of the question and whose other
 content words all stand somewhere in it (without a number: its content words alone), words for "a quantity"
-aside, and the words for the unit of a rate ("in one hectare" for "per hectare"; "Dylan bought 8885928 + 6 fish sausages." for "He bought 8885928 chicken sausages and 6 more fish
-sausages"; "Total number of floors = 6762883"): the answer names what the question calls "he", or labels a
-given number. Neither test reads word
+and for the unit of a rate ("in one hectare" for "per hectare") aside ("Dylan bought 8885928 + 6 fish
+sausages." for "He bought 8885928 chicken sausages and 6 more fish sausages"; "Total number of floors =
+6762883"): the answer names what the question calls "he", or labels a given number. Neither test reads word
 order, so a premise that swaps who does what passes; its consequence shows in the final result, which the
 programs check. A premise with a word or number the question lacks ("twice" for "half", a changed number)
 goes to the run's verifier with the question as its evidence: a 1.5B judge asked about restated premises

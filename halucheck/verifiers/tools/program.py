@@ -368,7 +368,8 @@ class ProgramCheck(Verifier):
             return failed_verdict(self.name, error, turn)
         backed = sum(1 for v in w.votes if v is not None and _agrees(v, w.claimed).matches)
         if not outcome.matches and backed >= self.disputed_votes:
-            why = f"{ref} has {votes} of the {cast} printed, but {backed} programs printed the answer's own result {w.claimed}"
+            why = (f"{ref} has {votes} of the {cast} printed, but {backed} programs printed the answer's own result "
+                   f"{w.claimed}")
             error = f"undecided: {why}"
             lines.append(f"No reference: {why}.")
             turn = Turn(state="S0", role="initial", opinion="\n".join(lines), factuality=None, error_severity=None,
