@@ -129,6 +129,27 @@ def find_config(path: str | os.PathLike | None = None) -> Path:
     raise ConfigError("no models.yaml found; pass --config PATH or set HALUCHECK_CONFIG")
 
 
+class _UniqueKeys(yaml.SafeLoader):
+    """YAML's safe loader, except that a key written twice in one mapping is an error: a second profile of the
+    same name would otherwise replace the first without a word."""
+
+    def construct_mapping(self, node, deep=False):
+        seen: dict = {}
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=True)
+            if key in seen:
+                raise yaml.constructor.ConstructorError(
+                    None, None, f"{key!r} is given twice (first on line {seen[key] + 1}); keep one",
+                    key_node.start_mark)
+            seen[key] = key_node.start_mark.line
+        return super().construct_mapping(node, deep=deep)
+
+
+def read_yaml(text: str):
+    """``text`` as YAML data (safe types only; a duplicated key is an error, see :class:`_UniqueKeys`)."""
+    return yaml.load(text, Loader=_UniqueKeys)  # noqa: S506 - a SafeLoader subclass
+
+
 def nli_model_path(flag: str | os.PathLike | None = None, config: str | os.PathLike | None = None) -> str | None:
     """The NLI CrossEncoder folder: ``--nli-model`` > ``$HALUCHECK_NLI_MODEL`` > ``nli_model:`` in models.yaml."""
     if flag:
@@ -136,7 +157,7 @@ def nli_model_path(flag: str | os.PathLike | None = None, config: str | os.PathL
     if env("HALUCHECK_NLI_MODEL"):
         return env("HALUCHECK_NLI_MODEL")
     try:
-        raw = yaml.safe_load(find_config(config).read_text(encoding="utf-8")) or {}
+        raw = read_yaml(find_config(config).read_text(encoding="utf-8")) or {}
     except (OSError, yaml.YAMLError, ConfigError):
         return None
     value = raw.get("nli_model") if isinstance(raw, dict) else None
@@ -163,7 +184,7 @@ class Settings:
     ) -> "Settings":
         path = find_config(config)
         try:
-            raw = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+            raw = read_yaml(path.read_text(encoding="utf-8")) or {}
         except yaml.YAMLError as exc:
             mark = getattr(exc, "problem_mark", None)
             where = f":{mark.line + 1}" if mark else ""

@@ -100,6 +100,14 @@ def test_broken_yaml_names_the_line(tmp_path):
         Settings.load(p)
 
 
+def test_a_profile_given_twice_is_an_error_naming_both_lines(tmp_path):
+    p = tmp_path / "models.yaml"
+    p.write_text("default_profile: a\nprofiles:\n  a:\n    engine: fake\n  b:\n    engine: fake\n"
+                 "  a:\n    engine: transformers\n")
+    with pytest.raises(ConfigError, match=r"models.yaml:7: not valid YAML \('a' is given twice \(first on line 3\)"):
+        Settings.load(p)
+
+
 def test_role_sampling_section_overrides_the_profile_and_is_checked():
     raw = {**RAW, "sampling": {"initial": {"max_tokens": 99, "temperature": 0.0, "no_repeat_ngram_size": 6},
                                "query": {"max_tokens": 40}}}
