@@ -142,7 +142,10 @@ def test_one_leader_names_the_verdict_even_when_its_token_was_unsure():
     from halucheck.records import Turn
     from halucheck.verifiers.debate.rounds import debate
 
-    chain = debate(Claim(CLAIM), EVIDENCE, DebateConfig(min_rounds=1, max_rounds=1))
+    from halucheck.verifiers.debate.score import ScoreWeights
+
+    standing_only = ScoreWeights(0.0, {"first": 0.0, "leader": 0.0, "margin": 0.0, "verdict": 3.0})
+    chain = debate(Claim(CLAIM), EVIDENCE, DebateConfig(min_rounds=1, max_rounds=1), weights=standing_only)
     call = next(chain)
     answers = {"initial": Turn("S0", "initial", "fine", True, 0, p_factual=0.9),
                "skeptic": Turn("S2", "skeptic", "no", False, 4), "trust": Turn("S2", "trust", "yes", True, 0),
