@@ -5,7 +5,7 @@
 Per run and set: items decided and missing, balanced accuracy and AUROC with the run's bootstrap intervals; for a
 debate, the verdicts it moved away from its first agent's, right and wrong, in each direction, and its share of
 void stances; model calls per claim (the turns of each item's chain that were calls: a walkover, decided without
-a Leader call, is not one; a verifier without a chain counts one); and seconds per claim (the run's wall time
+a Leader call, is not one; where every chain is one turn, the run's replies over its items); and seconds per claim (the run's wall time
 over its items: a run replayed from its reply cache reports the replay's time, so this is read from the run
 that made the calls). Rows are grouped by set, in the order the runs are given.
 """
@@ -42,7 +42,11 @@ def rows_of(run: Path) -> list[tuple]:
     out = []
     for name, result in metrics["results"].items():
         mine = [p for p in preds if p.get("dataset", name) == name or p["id"].startswith(f"{name}:")]
-        calls = sum(_calls(p) for p in mine) / max(1, len(mine))
+        # the chains' calls; where every chain is one turn (a verifier whose samples leave one summary turn),
+        # the run's replies (cached ones too) over its items
+        single = all(len((p.get("detail") or {}).get("chain") or []) <= 1 for p in mine)
+        calls = (max(1.0, metrics.get("cost", {}).get("replies", 0) / total) if single
+                 else sum(_calls(p) for p in mine) / max(1, len(mine)))
         debate = result.get("debate") or {}
         flips = debate.get("flips") or {}
         moved = (" / ".join(f"{flips.get(d, {}).get('right', 0)}–{flips.get(d, {}).get('wrong', 0)}"
