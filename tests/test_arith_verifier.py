@@ -55,6 +55,9 @@ def test_a_result_rounded_to_a_whole_number_is_factual_but_unsure():
     v = one(written("A third quit: (1/3) * 6537761 = 2179253 elves."))
     assert v.factuality is True and v.p_hallucinated == P_ROUNDED and v.confidence == pytest.approx(1 - P_ROUNDED)
     assert "rounded to a whole number" in v.chain[0].opinion
+    # an approximate claim within its own stated precision is plainly right, not a whole-number rounding
+    v = one(given("4987 x 1", "5000", approximate=True))
+    assert v.p_hallucinated == P_RIGHT and "right to the precision stated" in v.chain[0].opinion
 
 
 def test_a_wrong_calculation_says_by_how_much():

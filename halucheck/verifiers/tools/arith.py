@@ -110,6 +110,7 @@ class ArithResult:
     matches: bool | None
     relative_error: float | None
     error: str | None
+    rounded: bool = False  # right only as a whole number rounded past the written precision (WHOLE_ROUNDING)
 
 
 @dataclass(frozen=True)
@@ -166,14 +167,15 @@ def check(expression: str, claimed: str, approximate: bool = False) -> ArithResu
     if not (computed.exact and stated.exact):
         tolerance += RELATIVE_EPSILON * max(abs(value), abs(claimed_value))
     difference = abs(value - claimed_value)
-    if difference > tolerance and _whole_rounding(value, claimed_value, tolerance, claimed):
+    rounded = difference > tolerance and _whole_rounding(value, claimed_value, tolerance, claimed)
+    if rounded:
         tolerance = difference
     try:
         relative_error = float(difference / abs(value)) if value else (math.inf if claimed_value else 0.0)
     except OverflowError:
         relative_error = math.inf
     return ArithResult(expression, claimed, value, computed.exact, claimed_value, tolerance,
-                       difference <= tolerance, relative_error, None)
+                       difference <= tolerance, relative_error, None, rounded)
 
 
 def _whole_rounding(value: Fraction, claimed_value: Fraction, tolerance: Fraction, claimed: str) -> bool:
@@ -544,9 +546,7 @@ class ArithVerifier(Verifier):
             return failed_verdict(self.name, error, turn)
         factual = not wrong
         severity = 0 if factual else max(severity_of(r.relative_error) for r in wrong)  # type: ignore[arg-type]
-        rounded = any(r.matches and abs(r.value - r.claimed_value) > Fraction(1, 2)  # type: ignore[operator]
-                      for r in results)
-        p = (P_ROUNDED if rounded else P_RIGHT) if factual else P_WRONG
+        p = (P_ROUNDED if any(r.rounded for r in results) else P_RIGHT) if factual else P_WRONG
         turn = Turn(state="S0", role="initial", opinion=opinion, factuality=factual, error_severity=severity,
                     p_factual=1.0 - p, verifier=self.name)
         return Verdict(factuality=factual, error_severity=severity, confidence=max(p, 1.0 - p), chain=[turn],
@@ -559,8 +559,8 @@ class ArithVerifier(Verifier):
             return f"{r.expression} = ? (claimed {r.claimed}; cannot evaluate: {r.error})"
         shown = _show(r.value)  # type: ignore[arg-type]
         if r.matches:
-            how = ("right" if r.value == r.claimed_value else "right, rounded to a whole number"
-                   if abs(r.value - r.claimed_value) >= Fraction(1, 2) else "right to the precision stated")
+            how = ("right" if r.value == r.claimed_value else "right, rounded to a whole number" if r.rounded
+                   else "right to the precision stated")
         else:
             how = f"off by {_percent(r.relative_error)}"  # type: ignore[arg-type]
         rel = "≈" if shown.startswith("≈") else "="

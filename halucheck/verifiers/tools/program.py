@@ -208,6 +208,11 @@ class _Problem:
     notes: list[str] = field(default_factory=list)  # per program: what went wrong, or ""
 
 
+def _backing(w: "_Problem") -> int:
+    """How many programs printed the answer's own result."""
+    return sum(1 for v in w.votes if v is not None and _agrees(v, w.claimed).matches)
+
+
 class ProgramCheck(Verifier):
     """``program``: a math answer's final result against the majority of model-written programs run in the
     sandbox (see the module docstring)."""
@@ -341,8 +346,7 @@ class ProgramCheck(Verifier):
             return True
         if _agrees(ref, w.claimed).matches is not False:
             return False
-        backed = sum(1 for v in w.votes if v is not None and _agrees(v, w.claimed).matches)
-        return votes < self.contradict_votes or backed > 0
+        return votes < self.contradict_votes or _backing(w) > 0
 
     def _verdict(self, w: _Problem, results: list[Result]) -> Verdict:
         asked = len(w.votes)
@@ -366,7 +370,7 @@ class ProgramCheck(Verifier):
             turn = Turn(state="S0", role="initial", opinion="\n".join(lines + [error]), factuality=None,
                         error_severity=None, error=error, verifier=self.name, **tokens)
             return failed_verdict(self.name, error, turn)
-        backed = sum(1 for v in w.votes if v is not None and _agrees(v, w.claimed).matches)
+        backed = _backing(w)
         if not outcome.matches and backed >= self.disputed_votes:
             why = (f"{ref} has {votes} of the {cast} printed, but {backed} programs printed the answer's own result "
                    f"{w.claimed}")
