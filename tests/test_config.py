@@ -181,14 +181,18 @@ def test_index_run_and_search_share_one_index_location(tmp_path, monkeypatch):
     assert index_path(docs) == tmp_path / "env.duckdb"
 
 
-def test_half_precision_weights_load_in_float32_where_the_cpu_has_no_native_half_matmul(tmp_path):
+def test_half_precision_weights_load_in_int8_or_float32_where_the_cpu_has_no_native_half_matmul(tmp_path):
     """bfloat16 weights on an AVX2-only CPU: torch's generic bf16 kernel was ~100x slower than float32
-    there, so the engine loads them in float32 unless models.yaml says otherwise."""
+    there, so the engine loads them in int8 (float32 where torch has no int8 kernels) unless models.yaml
+    says otherwise."""
     import json
 
     from halucheck.engines.loading import _saved_dtype, load_dtype
 
     assert load_dtype(None, "bfloat16", native=set()) == "float32"
+    assert load_dtype(None, "bfloat16", native=set(), int8_ok=True) == "int8"
+    assert load_dtype(None, "bfloat16", native={"bfloat16"}, int8_ok=True) == "auto"  # native: as saved
+    assert load_dtype("float32", "bfloat16", native=set(), int8_ok=True) == "float32"
     assert load_dtype(None, "float16", native={"bfloat16"}) == "float32"
     assert load_dtype(None, "bfloat16", native={"bfloat16"}) == "auto"
     assert load_dtype(None, "float32", native=set()) == "auto"

@@ -2,28 +2,38 @@
 
 Every linear layer keeps its weight as int8 with one scale per output row (symmetric: the row's largest
 magnitude maps to 127), a quarter of float32's bytes. A decode step at a few rows reads every weight once
-and is bound by memory, so the weight's bytes set its time. Two kinds of layer, both on torch's own kernels
-(vectorised for AVX2, AVX-512 and Arm):
+and is bound by memory, so the weight's bytes set its time. Up to :data:`WEIGHT_ROWS` rows, two kinds of
+layer, both on torch's own kernels (vectorised for AVX2, AVX-512 and Arm):
 
-- **int8 × int8** (:data:`DYNAMIC`, the attention's projections and the MLP's gate and up projections): each
+- **int8 x int8** (:data:`DYNAMIC`, the attention's projections and the MLP's gate and up projections): each
   row of the input is quantised to int8 as it comes, in groups of :data:`GROUP` inputs with a scale apiece
   (symmetric), each group multiplied by ``torch._int_mm`` into int32 and scaled back: the layout torchao
   calls int8 dynamic activation, int8 weight, with grouped activation scales, which keep the few large
-  activations of a row from flattening the rest. Measured on 2 AVX2 cores (AVX2 forced on an AVX-512 CPU),
-  a 1536 × 8960 layer at 8 rows: 3.7 ms against float32's 8.6 ms (0.43 ×); 0.46 × at 16 rows, 0.57 × at 32.
+  activations of a row from flattening the rest. The weight is the kernel's first operand: on a CPU without
+  AVX-512 VNNI the kernel is exact only when its second operand stays within 64, so there the inputs get 7
+  bits (:func:`input_levels`, probed once). Measured on 2 AVX2 cores (AVX2 forced on an AVX-512 CPU), a
+  1536 x 8960 layer at 8 rows: 3.4 ms against float32's 9.9 ms; 6.2 against 16.2 at 32 rows.
 - **int8 weight only** (the MLP's down projection, whose input holds the model's few very large activations,
-  and the output head): bfloat16 input times int8 weight, ``torch._weight_int8pack_mm``; above
-  :data:`WEIGHT_ROWS` rows (a prompt pass, bound by arithmetic rather than memory) the weight is widened for
-  that one matmul instead.
+  and the output head): bfloat16 input times int8 weight, ``torch._weight_int8pack_mm``.
 
-Accuracy on Qwen2.5-Coder-0.5B, teacher-forced over three texts against float32 (top-1 next-token
-agreement, mean KL): this mix 0.987, 0.0040; bfloat16 weights 0.974, 0.0010; int8 weights only everywhere
-0.981, 0.0022 (but 0.6 × float32 at 8 rows); one activation scale per row instead of per group 0.968, 0.0177;
-fbgemm's dynamic int8 (one scale per tensor) 0.675. The rest of the model (embeddings, norms, attention) runs
-in bfloat16 around it.
+Above :data:`WEIGHT_ROWS` rows (a prompt pass, bound by arithmetic rather than memory) every layer's weight
+is widened (bfloat16 where the CPU multiplies it natively, else float32) for that one matmul, into a reused
+buffer: int8 inputs would cost accuracy there and save no time.
+
+Accuracy on Qwen2.5-Coder-0.5B, teacher-forced over two texts of 384 tokens against float32 (top-1
+next-token agreement, mean KL), on AVX-512 / with AVX2 forced: prompt passes 0.986 / 0.983, KL 0.0014 /
+0.0015; the int8 kernels at every row, as a decode step runs them, 0.982 / 0.977, KL 0.0020 / 0.0029
+(before the 7-bit inputs, AVX2's kernel saturated: 0.970, KL 0.0060). Earlier, over three texts: bfloat16
+weights 0.974, KL 0.0010; one activation scale per row instead of per group 0.968, KL 0.0177; fbgemm's
+dynamic int8 (one scale per tensor) 0.675. The rest of the model (embeddings, norms, attention) runs in
+bfloat16 around it. Prompt-pass time, 0.5B, 384 tokens, one thread: with AVX2 forced 9.2 s against
+float32's 7.9 s; on AVX-512 5.1 s against 7.8 s.
 """
 
 from __future__ import annotations
+
+import functools
+import threading
 
 import torch
 from torch import nn
@@ -32,6 +42,18 @@ WEIGHT_ONLY = ("down_proj", "lm_head", "fc2", "c_proj", "w2")  # layers whose in
 GROUP = 128  # inputs quantised together in an int8 x int8 layer (each row's groups have their own scales)
 WEIGHT_ROWS = 128  # rows up to which a weight-only layer runs the int8 kernel; above, its weight is widened
 DYNAMIC, WEIGHT = "int8 x int8", "int8 weight only"
+SCRATCH_MAX = 64 * 2**20  # weights up to this many numbers are widened into a reused buffer (not the output head)
+_local = threading.local()
+
+
+def _scratch(n: int, dtype: torch.dtype) -> torch.Tensor:
+    """This thread's reused buffer of at least ``n`` numbers of ``dtype``."""
+    buf = getattr(_local, "buffers", {}).get(dtype)
+    if buf is None or buf.numel() < n:
+        with torch.inference_mode(False):  # a normal tensor: written in place both in and out of inference mode
+            buf = torch.empty(n, dtype=dtype)
+        _local.buffers = {**getattr(_local, "buffers", {}), dtype: buf}
+    return buf
 
 
 class Int8Linear(nn.Module):
@@ -54,22 +76,38 @@ class Int8Linear(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         shape = x.shape
         rows = x.reshape(-1, self.in_features)
-        if self.mode == DYNAMIC:
+        if rows.shape[0] > WEIGHT_ROWS:  # a prompt pass, bound by arithmetic: the weight widened for one matmul
+            out = (rows.to(self.wide) @ self._widened().t()).float()
+        elif self.mode == DYNAMIC:
+            # each row's inputs in groups, each group to int8 with its own scale; the weight is _int_mm's first
+            # operand (exact at full range everywhere), the inputs its second (see input_levels)
+            levels = input_levels()
             groups = rows.float().reshape(rows.shape[0], -1, self.group)
-            scale = groups.abs().amax(dim=2, keepdim=True).clamp(min=1e-8) / 127.0
-            q = torch.round(groups / scale).clamp(-127, 127).to(torch.int8).transpose(0, 1).contiguous()
-            out = torch._int_mm(q[0], self.qweight[0].t()).float() * scale[:, 0]
+            scale = groups.abs().amax(dim=2).clamp(min=1e-8) / levels  # (rows, groups)
+            q = torch.round(groups / scale[:, :, None]).clamp(-levels, levels).to(torch.int8)
+            q = q.permute(1, 2, 0).contiguous()  # (groups, group, rows)
+            out = torch._int_mm(self.qweight[0], q[0]).float() * scale[:, 0]
             for j in range(1, q.shape[0]):
-                out += torch._int_mm(q[j], self.qweight[j].t()).float() * scale[:, j]
-            out *= self.scales
-        elif rows.shape[0] <= WEIGHT_ROWS:
-            out = torch._weight_int8pack_mm(rows.to(torch.bfloat16).contiguous(), self.qweight, self.scales).float()
+                out += torch._int_mm(self.qweight[j], q[j]).float() * scale[:, j]
+            out = out.t() * self.scales
         else:
-            weight = self.qweight.to(self.wide) * self.scales.to(self.wide)[:, None]
-            out = (rows.to(self.wide) @ weight.t()).float()
+            out = torch._weight_int8pack_mm(rows.to(torch.bfloat16).contiguous(), self.qweight, self.scales).float()
         if self.bias is not None:
             out = out + self.bias
         return out.to(x.dtype).reshape(*shape[:-1], self.out_features)
+
+    def _widened(self) -> torch.Tensor:
+        """The weight as an (out, in) matrix of :attr:`wide` numbers, written into this thread's scratch buffer
+        (a fresh allocation of the 1.5B's MLP weight cost ~110 ms on AVX2 for its page faults; the copy into
+        memory already mapped costs a tenth of that). Valid until the next layer's call."""
+        n = self.qweight.numel()
+        buf = _scratch(n, self.wide) if n <= SCRATCH_MAX else torch.empty(n, dtype=self.wide)
+        w = buf[:n].view(self.out_features, self.in_features)
+        if self.mode == DYNAMIC:  # stored as (groups, out, group)
+            w.view(self.out_features, -1, self.group).copy_(self.qweight.transpose(0, 1))
+        else:
+            w.copy_(self.qweight)
+        return w.mul_(self.scales.to(self.wide)[:, None])
 
     def extra_repr(self) -> str:
         return f"in_features={self.in_features}, out_features={self.out_features}, {self.mode}"
@@ -87,6 +125,23 @@ def quantize(model: nn.Module, wide: torch.dtype = torch.float32) -> dict[str, i
                 setattr(parent, name, Int8Linear(child.weight, child.bias, mode, wide))
                 counts[mode] += 1
     return counts
+
+
+@functools.cache
+def input_levels() -> int:
+    """The int8 levels (each side of zero) an input may use in an int8 x int8 layer: 127 where this CPU's
+    ``torch._int_mm`` is exact at full range, else 63.
+
+    Why: on a CPU without AVX-512 VNNI, the AVX2 kernel multiplies unsigned by signed bytes and adds pairs
+    into 16 bits, which saturate when the second operand's bytes reach past 64 (measured: errors up to 84,427
+    on random full-range int8; none with the second operand within 64). The first operand is exact at full
+    range, so the weight goes first and keeps all 8 bits, and the input (quantised per group as it comes) is
+    held to 7 where the probe finds the kernel inexact."""
+    g = torch.Generator().manual_seed(0)
+    a = torch.randint(-127, 128, (8, 128), dtype=torch.int8, generator=g)
+    b = torch.randint(-127, 128, (128, 64), dtype=torch.int8, generator=g)
+    exact = torch.equal(torch._int_mm(a, b).long(), (a.double() @ b.double()).long())
+    return 127 if exact else 63
 
 
 def available() -> str | None:

@@ -8,19 +8,21 @@ import os
 from pathlib import Path
 
 
-def load_dtype(requested: str | None, saved: str | None, native: set[str]) -> str:
-    """The dtype to load weights in: ``requested`` (models.yaml's ``dtype``) if given; else float32 when the
-    weights are saved in a half type this CPU has no native matmul for (``native``, from
-    :func:`_native_half_types`), else ``"auto"`` (as saved).
+def load_dtype(requested: str | None, saved: str | None, native: set[str], int8_ok: bool = False) -> str:
+    """The dtype to load weights in: ``requested`` (models.yaml's ``dtype``) if given; else, when the weights
+    are saved in a half type this CPU has no native matmul for (``native``, from :func:`_native_half_types`),
+    ``int8`` where torch runs its int8 kernels here (``int8_ok``) and float32 where it does not; else
+    ``"auto"`` (as saved).
 
     Why: without AVX-512 (e.g. an AVX2-only AMD EPYC), torch multiplies bfloat16 matrices in a generic
     loop; measured on 2 such cores, a 1536 x 8960 layer ran at 0.8 GFLOP/s in bfloat16 and 82 GFLOP/s in
     float32 (512 rows; 11 vs 0.8 at one row), so a debate call took minutes instead of seconds. float32
-    doubles the weights' memory (1.5B: 6.2 GB instead of 3.1 GB) and the KV per token."""
+    doubles the weights' memory (1.5B: 6.2 GB instead of 3.1 GB) and reads four bytes a weight at every
+    decode step; int8 (``halucheck.engines.int8``) reads one, and widens to float32 only for prompt passes."""
     if requested:
         return requested
     if saved in ("bfloat16", "float16") and saved not in native:
-        return "float32"
+        return "int8" if int8_ok else "float32"
     return "auto"
 
 

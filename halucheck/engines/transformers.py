@@ -80,8 +80,9 @@ class TransformersEngine(SchemaIndexes, BatchDecoding, Engine):
     Options: ``max_batch`` (rows decoded together, default 16; the debate scheduler keeps as many debates
     in flight), ``prefill_batch`` (rows per prompt pass, default 8: bounds the pass's activation memory),
     ``threads`` (torch threads, default: the cores this process may use), ``dtype`` (load dtype; default:
-    as saved, except that bfloat16 or float16 weights load in float32 on a CPU without native matmuls for
-    them, see :func:`load_dtype`; ``int8``: int8 linear weights, see ``halucheck.engines.int8``),
+    as saved, except that bfloat16 or float16 weights load as ``int8`` (float32 where torch has no int8
+    kernels) on a CPU without native matmuls for them, see :func:`load_dtype`; ``int8``: int8 linear
+    weights, see ``halucheck.engines.int8``),
     ``whitespace_pattern`` (regex for JSON whitespace), ``prefix_cache_mb`` (KV of shared prompt prefixes
     kept between calls, in MiB; 0 turns reuse off), ``draft_tokens`` (tokens drafted per greedy row and step
     for speculative decoding, see ``halucheck.engines.drafts``; 0, the default, turns it off). ``model`` is a
@@ -166,12 +167,11 @@ class TransformersEngine(SchemaIndexes, BatchDecoding, Engine):
         hf_logging.disable_progress_bar()  # our own progress bars tell the story; no "Loading weights" bar
         t0 = time.perf_counter()
         native = _native_half_types()
-        chosen = load_dtype(dtype, _saved_dtype(path), native)
-        if chosen == "int8":
-            from halucheck.engines import int8
+        from halucheck.engines import int8
 
-            if (why := int8.available()) is not None:
-                raise ConfigError(f"dtype int8: {why}")
+        chosen = load_dtype(dtype, _saved_dtype(path), native, int8_ok=int8.available() is None)
+        if chosen == "int8" and (why := int8.available()) is not None:
+            raise ConfigError(f"dtype int8: {why}")
         loaded = {"auto": "auto", "int8": torch.bfloat16}.get(chosen) or getattr(torch, chosen)
         kwargs = {"dtype": loaded, "attn_implementation": _register_attention()}
         self.hf_model = AutoModelForCausalLM.from_pretrained(path, **kwargs).eval()
