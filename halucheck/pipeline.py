@@ -27,7 +27,7 @@ from halucheck.store.runstore import RunStore
 from halucheck.verifiers import routed
 
 
-Progress = Callable[..., object]  # tqdm-like factory: progress(total=, desc=) -> bar with total, update(),
+Progress = Callable[..., object]  # tqdm-like factory: progress(total=, desc=) -> bar with total, n, update(),
 #                                   refresh(), set_postfix_str() and close()
 
 # How a model reply that never matched its schema is reported (engines/base.py, debate/agents.py)
@@ -61,7 +61,7 @@ class _Ticker:
 
 def _null_progress(**_):
     class _Bar:
-        total = 0
+        total = n = 0
 
         def update(self, n=1): ...
         def refresh(self): ...
@@ -349,11 +349,20 @@ class Pipeline:
                 checks.append(check)
                 claim_ids.append([cid])
         # one step per LLM call: the first minutes of a run are calls, not finished claims. The total is
-        # the calls every claim needs at least, raised as claims (debates) go on past their minimum.
+        # the calls every claim needs at least, raised as claims (debates) go on past their minimum, and once
+        # claims finish, the calls the finished ones took on average for every claim (so the bar's ETA counts
+        # the debates' extra turns before they happen); at the end, the calls made.
         least = self.verifier.least_calls()
-        bar = self.progress(total=self.verifier.expected_calls(checks), desc=f"{self.verifier.name[:9]:<9}",
-                            unit="call")
+        floor = [self.verifier.expected_calls(checks)]
+        bar = self.progress(total=floor[0], desc=f"{self.verifier.name[:9]:<9}", unit="call")
         claims_done = [0]
+        finished = [0, 0]  # claims finished, and the model calls their chains took
+
+        def set_total() -> None:
+            n, spent = finished
+            projected = round(spent + (len(checks) - n) * spent / n) if n else 0
+            bar.total = max(floor[0], projected, bar.n)
+            bar.refresh()
         # a CPU engine reads a batch of long prompts for minutes before its first reply: the bar says how many
         # it has begun (admitted to the decode loop) meanwhile, so a run that works is seen to work
         started = self.engines.prompts_started()
@@ -361,8 +370,8 @@ class Pipeline:
 
         def on_call(calls: int) -> None:
             if calls > least:
-                bar.total += 1
-                bar.refresh()
+                floor[0] += 1
+                set_total()
             bar.update(1)
 
         buffer: list[tuple] = []
@@ -377,6 +386,9 @@ class Pipeline:
             last[0] = time.perf_counter()
 
         def on_verdict(i, verdict):
+            finished[0] += 1
+            finished[1] += sum(1 for t in verdict.chain if t.prompt_tokens or t.completion_tokens)
+            set_total()
             # the verdict is only read from here on, so its twins share it rather than copy it
             buffer.extend((cid, verdict) for cid in claim_ids[i])
             if len(buffer) >= VERDICT_BATCH or time.perf_counter() - last[0] > VERDICT_FLUSH_S:
@@ -389,4 +401,6 @@ class Pipeline:
         flush([(name, c.llm_calls, c.prompt_tokens, c.completion_tokens, c.cached_tokens, c.wall_s, c.failed_calls)
                for name, c in self.verifier.costs.items()])
         self.store.count_cached_replies(None)
+        bar.total = bar.n
+        bar.refresh()
         bar.close()

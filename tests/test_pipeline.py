@@ -267,13 +267,14 @@ def test_debate_progress_counts_calls_and_ends_at_the_calls_made(tmp_path, engin
     class Bar:
         def __init__(self, total, desc, unit):
             self.total, self.n, self.unit, self.first_total, self.postfix = total, 0, unit, total, ""
+            self.seen = []  # (calls made, total) at each refresh
             bars[desc.strip()] = self
 
         def update(self, n=1):
             self.n += n
 
         def refresh(self):
-            pass
+            self.seen.append((self.n, self.total))
 
         def set_postfix_str(self, s):
             self.postfix = s
@@ -293,6 +294,9 @@ def test_debate_progress_counts_calls_and_ends_at_the_calls_made(tmp_path, engin
     # every agent call moved the bar, and the total grew to exactly the calls made
     assert bar.n == bar.total == summary["stages"]["debate"]["llm_calls"] > bar.first_total
     assert bar.postfix == f"{summary['claims']}/{summary['claims']} claims"
+    # once the first debates finished, the total counted their extra turns for every claim ahead of time
+    calls = summary["stages"]["debate"]["llm_calls"]
+    assert summary["claims"] > 1 and any(total == calls and n < calls - 1 for n, total in bar.seen)
 
 
 class JudgeEngine(FakeEngine):
