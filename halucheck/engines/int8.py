@@ -43,6 +43,7 @@ WEIGHT_ONLY = ("down_proj", "lm_head", "fc2", "c_proj", "w2")  # layers whose in
 GROUP = 128  # inputs quantised together in an int8 x int8 layer (each row's groups have their own scales)
 WEIGHT_ROWS = 128  # rows up to which a layer runs its int8 kernel; above (a prompt pass), its weight is widened
 DYNAMIC, WEIGHT = "int8 x int8", "int8 weight only"
+QUANTIZE_ROWS = 4096  # weight rows quantised at a time when a layer is converted
 SCRATCH_MAX = 64 * 2**20  # weights up to this many numbers are widened into a reused buffer (not the output head)
 _local = threading.local()
 
@@ -63,10 +64,17 @@ class Int8Linear(nn.Module):
     def __init__(self, weight: torch.Tensor, bias: torch.Tensor | None, mode: str = DYNAMIC,
                  wide: torch.dtype = torch.float32) -> None:
         super().__init__()
-        w = weight.detach().float()
-        scale = w.abs().amax(dim=1).clamp(min=1e-8) / 127.0
-        q = torch.round(w / scale[:, None]).clamp(-127, 127).to(torch.int8)
-        self.in_features, self.out_features, self.mode, self.wide = w.shape[1], w.shape[0], mode, wide
+        self.out_features, self.in_features = weight.shape
+        self.mode, self.wide = mode, wide
+        # a few thousand rows at a time: the float copies of a whole output head (the 1.5B's: 0.9 GB apiece)
+        # would set the engine's peak memory
+        q = torch.empty(weight.shape, dtype=torch.int8)
+        scale = torch.empty(self.out_features)
+        with torch.no_grad():
+            for i in range(0, self.out_features, QUANTIZE_ROWS):
+                w = weight[i:i + QUANTIZE_ROWS].detach().to(torch.float32, copy=True)  # divided in place below
+                scale[i:i + QUANTIZE_ROWS] = s = w.abs().amax(dim=1).clamp(min=1e-8) / 127.0
+                q[i:i + QUANTIZE_ROWS] = torch.round(w.div_(s[:, None])).clamp_(-127, 127)
         self.group = GROUP if self.in_features % GROUP == 0 else self.in_features
         if mode == DYNAMIC:  # one (out, group) block per group of inputs, each contiguous: _int_mm's fast layout
             q = q.reshape(self.out_features, -1, self.group).transpose(0, 1)
@@ -117,7 +125,11 @@ class Int8Linear(nn.Module):
 def quantize(model: nn.Module, wide: torch.dtype = torch.float32) -> dict[str, int]:
     """Replace every ``nn.Linear`` of ``model`` in place by an :class:`Int8Linear` (weight only where its name
     ends in one of :data:`WEIGHT_ONLY`); returns how many of each kind. A weight shared with the input
-    embeddings (a tied output head) is copied: the embeddings keep theirs."""
+    embeddings (a tied output head) is copied: the embeddings keep theirs.
+
+    The weights left as they were (embeddings, norms) are copied too: loaded from a safetensors file they are
+    views of its memory map, which stays resident, every page the conversion read, as long as one view lives
+    (measured, the 0.5B with AVX2 kernels: 2.08 GB resident after loading as int8, 1.24 GB with the copies)."""
     counts = {DYNAMIC: 0, WEIGHT: 0}
     for prefix, parent in list(model.named_modules()):
         for name, child in list(parent.named_children()):
@@ -125,6 +137,9 @@ def quantize(model: nn.Module, wide: torch.dtype = torch.float32) -> dict[str, i
                 mode = WEIGHT if name in WEIGHT_ONLY else DYNAMIC
                 setattr(parent, name, Int8Linear(child.weight, child.bias, mode, wide))
                 counts[mode] += 1
+    with torch.no_grad():
+        for param in model.parameters():
+            param.data = param.data.clone()
     return counts
 
 
