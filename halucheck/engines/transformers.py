@@ -169,8 +169,9 @@ class TransformersEngine(SchemaIndexes, BatchDecoding, Engine):
         native = _native_half_types()
         from halucheck.engines import int8
 
-        chosen = load_dtype(dtype, _saved_dtype(path), native, int8_ok=int8.available() is None)
-        if chosen == "int8" and (why := int8.available()) is not None:
+        why = int8.available()
+        chosen = load_dtype(dtype, _saved_dtype(path), native, int8_ok=why is None)
+        if chosen == "int8" and why is not None:
             raise ConfigError(f"dtype int8: {why}")
         loaded = {"auto": "auto", "int8": torch.bfloat16}.get(chosen) or getattr(torch, chosen)
         kwargs = {"dtype": loaded, "attn_implementation": _register_attention()}
