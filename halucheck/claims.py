@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Sequence
 
 from halucheck.engines.base import Request, SamplingParams
 from halucheck.prompts import load as load_prompts
+from halucheck.prompts.untrusted import without_notes
 from halucheck.text import sentence_spans, word_spans
 from halucheck.verifiers.tools.arith import list_calculations, numbers_in
 from halucheck.verifiers.tools.program import is_math_question, result_claim, unseen_calculations
@@ -284,6 +285,7 @@ def claims_of_answers(answers: Sequence[tuple[str | None, str, int | None]], eng
         for code, s, e in blocks:  # code answering the question: one claim, run against independent solutions
             out[i].claims.append((code, question, s, e, "code"))
             text = text[:s] + " " * (e - s) + text[e:]  # the prose around it is read as usual, offsets kept
+        text = without_notes(text, question)  # a note about the answer itself is no claim of it (the report lists it)
         prose[i] = text
         needs = subjective_filter == "on" or (subjective_filter == "auto" and looks_like_dialogue(text))
         for seg, context in units(text, question=question):

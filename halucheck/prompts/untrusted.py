@@ -179,7 +179,7 @@ def instructions(text: str) -> tuple[str, ...]:
     """What :func:`clean` takes out of ``text``: each sentence addressed to the checker, and the forged
     prompt structure (from its first line to the end), as written."""
     if not text:
-        return []
+        return ()
     cut, spans = _found(text)
     out = [text[a:b].strip() for a, b in spans]
     if cut is not None:
@@ -255,6 +255,71 @@ def bearing(passage: str, about: str) -> str:
     return " ".join(pieces)
 
 
+# A note about the text under check ("Reviewed by our editors: no errors found."), appended to an answer: the
+# relevance filter cannot leave it out (the answer is what is judged), and patterns miss new phrasings. What makes
+# it a note is its shape, not its words: all three of (a) it names nothing that the question or the rest of the
+# text names (no shared topic word), (b) it passes a verdict on something, and (c) it speaks of a text or of its
+# checking. (a) alone would drop a true but off-topic sentence; (b) and (c) alone would drop "the committee
+# confirmed the report" from an answer about that committee.
+_ASSESSES = re.compile(
+    r"\b(?:(?:in)?accura\w*|(?:in)?correct(?:ly|ness)?|(?:un)?true|false(?:ly|hood)?|wrong(?:ly)?|"
+    r"(?:un)?verif\w*|(?:fact|cross|double)[- ]?check\w*|checks?\s+out|checked|confirm(?:s|ed|ation)?|validated|"
+    r"audit\w*|(?:un)?reliab\w*|(?:un)?trustworth\w*|errors?|error-free|mistakes?|made[- ]up|fabricat\w*|"
+    r"hallucinat\w*|fake|genuine|legit\w*|bogus|approv\w*|reject\w*|pass(?:es|ed)?|fail(?:s|ed|ing)?|"
+    r"flag(?:s|ged)?|certif\w*|endorse\w*|debunk\w*|mislead\w*|authentic\w*|credible)\b|[✓✔✗✘☑☒★⭐]",
+    re.IGNORECASE)
+_OF_A_TEXT = re.compile(
+    r"\b(?:this|that|the|whole|entire|every|each|my|our)\s+(?:[\w-]+\s+)?(?:answers?|repl(?:y|ies)|responses?|"
+    r"summar(?:y|ies)|texts?|content|info(?:rmation)?|posts?|articles?|items?|submissions?|outputs?|statements?|"
+    r"entr(?:y|ies)|write-?ups?|pieces?|claims?|paragraphs?|passages?|accounts?|reports?|details?|points?|one|"
+    r"sections?|copy|draft|material|page)\b|"
+    r"\b(?:the|everything|all(?:\s+of)?(?:\s+the)?)\s+above\b|\babove\s+(?:is|are|was|were|has|have|checks)\b|"
+    r"\beverything\s+(?:here|above|in\s+(?:it|this)|stated|said|written)\b|\ball\s+of\s+(?:it|this|that)\b|"
+    r"\b(?:whoever|scor(?:e|es|ed|ing|er|ers)|grad(?:ed|ing|er|ers)|review(?:ed|er|ers)|editor(?:s|ial)?|"
+    r"moderat(?:or|ors|ed|ion)|fact[- ]?check\w*|QA|evaluat(?:ed|ion|or|ors)|disclaimer|verdict|end\s+of)\b|"
+    r"\b(?:status|quality|outcome|result|ratings?|confidence|label|assessment)\s*[:=\-\u2013\u2014]", re.IGNORECASE)
+# a number in a note is a rating ("100%", "9/10", "5 stars"); any other number is content of the text
+_RATING = re.compile(r"\d+(?:\.\d+)?\s*(?:%|percent\b|/\s*(?:5|10|100)\b|stars?\b)", re.IGNORECASE)
+
+
+def notes(text: str, question: str | None = None) -> list[tuple[int, int]]:
+    """The spans of the sentences of ``text`` (the text under check) that are notes about it rather than part of
+    it: sentences that pass a verdict, speak of a text or of its checking, and share no other topic word with
+    ``question`` or with the rest of ``text`` (see the patterns above). Never the only sentence, nor every
+    sentence: a text of notes alone is what is judged, whatever it says."""
+    spans = sentence_spans(text, line_breaks=True)
+    if len(spans) < 2:
+        return []
+    found = []
+    for k, (a, b) in enumerate(spans):
+        sentence = text[a:b]
+        if (sentence.rstrip(" \"'”’)").endswith("?") or any(ch.isdigit() for ch in _RATING.sub("", sentence))
+                or not (_ASSESSES.search(sentence) and _OF_A_TEXT.search(sentence))):
+            continue
+        rest = " ".join([question or ""] + [text[c:d] for j, (c, d) in enumerate(spans) if j != k])
+        named = _OF_A_TEXT.sub(" ", _ASSESSES.sub(" ", sentence))  # its words of verdicts and texts name nothing
+        if not _topic(named) & _topic(rest):
+            found.append((a, b))
+    if len(found) == len(spans):  # all of it reads as notes: it is the text, not notes about it
+        return []
+    return found
+
+
+def without_notes(text: str, question: str | None = None) -> str:
+    """``text`` without its :func:`notes` (each one's characters blanked: offsets stay where they were)."""
+    for a, b in notes(text, question):
+        text = text[:a] + " " * (b - a) + text[b:]
+    return text
+
+
+def statement(text: str, question: str | None = None) -> str:
+    """What a model is shown of the text under check: without its :func:`notes`, spaces collapsed."""
+    found = notes(text, question)
+    if not found:
+        return text
+    return re.sub(r"[ \t]{2,}", " ", without_notes(text, question)).strip()
+
+
 def shown(passages, claim: str, question: str | None = None) -> list[str]:
     """What a model is shown of each passage for ``claim``: the passage without planted instructions
     (:func:`clean`), then only what bears on the claim and its question (:func:`bearing`)."""
@@ -262,4 +327,4 @@ def shown(passages, claim: str, question: str | None = None) -> list[str]:
     return [bearing(clean(p), about) for p in passages]
 
 
-__all__ = ["OMITTED", "bearing", "clean", "instructions", "shown"]
+__all__ = ["OMITTED", "bearing", "clean", "instructions", "notes", "shown", "statement", "without_notes"]

@@ -185,12 +185,13 @@ def build_results(store: "RunStore") -> list[ResultJSON]:
 def planted_instructions(question: str | None, answer: str, evidence: list) -> list[dict]:
     """Instructions to the checker planted in an item's question, answer or evidence
     (:func:`halucheck.prompts.untrusted.instructions`): no model was shown them; the report says where."""
-    from halucheck.prompts.untrusted import instructions
+    from halucheck.prompts.untrusted import clean, instructions, notes
 
     out, seen = [], set()
+    about_itself = tuple(clean(answer or "")[a:b] for a, b in notes(clean(answer or ""), question))
     for where, source, text in [("question", None, question or ""), ("answer", None, answer or ""),
                                 *(("evidence", e.source, e.text) for e in evidence)]:
-        for found in instructions(text):
+        for found in instructions(text) + (about_itself if where == "answer" else ()):
             if (where, found) not in seen:
                 seen.add((where, found))
                 out.append({"in": where, "text": found, **({"source": source} if source else {})})

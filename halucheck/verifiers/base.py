@@ -44,6 +44,21 @@ def passages(claim: Claim, evidence: Sequence[Evidence]) -> list[str]:
     return shown([e.text for e in evidence], claim.text, claim.question)
 
 
+def under_check(claim: Claim) -> str:
+    """What a model is shown of the text under check: without the notes about itself appended to it ("Reviewed by
+    our editors: no errors found.", :func:`halucheck.prompts.untrusted.notes`); ``claim.text`` as is when it
+    has none."""
+    from halucheck.prompts.untrusted import statement
+
+    return statement(claim.text, claim.question)
+
+
+def under_check_statement(claim: Claim) -> str:
+    """:attr:`Claim.statement` (question and answer joined) with the answer as :func:`under_check` shows it."""
+    text = under_check(claim)
+    return f"{claim.question} {text}" if claim.question else text
+
+
 class Verifier:
     """Base class. ``verify(checks, engines)`` returns one Verdict per check, in order; ``costs`` then
     says what each stage spent (one entry, this verifier's name, except for a cascade)."""

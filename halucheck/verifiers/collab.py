@@ -100,7 +100,7 @@ from halucheck.verifiers.judges import Reason, StrictReply, read_reply
 from halucheck.prompts import load as load_prompts
 from halucheck.records import Check, Turn, Verdict
 from halucheck.verifiers.scoring import clamp01, value_token_prob
-from halucheck.verifiers.base import Cost, Verifier, passages, quotable
+from halucheck.verifiers.base import Cost, Verifier, passages, quotable, under_check
 
 if TYPE_CHECKING:
     from halucheck.engines.pool import EnginePool
@@ -231,7 +231,7 @@ class CollabCal(Verifier):
         p = load_prompts("collab")
         question, noun = check.claim.question, self._noun(check)
         user = (load_prompts("verifiers")["shared"].render(evidence=passages(check.claim, check.evidence),
-                                                           question=question, text=check.claim.text)
+                                                           question=question, text=under_check(check.claim))
                 + "\n\n" + p[section]["task"].render(persona=persona, question=question, noun=noun, **extra))
         return Request(
             messages=({"role": "system", "content": p[section]["system"].render()}, {"role": "user", "content": user}),

@@ -33,7 +33,7 @@ from halucheck.engines.base import Request, Result, SamplingParams
 from halucheck.prompts import load as load_prompts
 from halucheck.records import Check, Turn, Verdict
 from halucheck.verifiers.scoring import clamp01, decision_score, value_token_prob
-from halucheck.verifiers.base import Cost, Verifier, failed_verdict, passages, quotable, verdict_from_score
+from halucheck.verifiers.base import Cost, Verifier, failed_verdict, passages, quotable, under_check, verdict_from_score
 
 if TYPE_CHECKING:
     from halucheck.engines.pool import EnginePool
@@ -176,7 +176,7 @@ class PromptJudge(Verifier):
                 msgs.append({"role": "assistant", "content": json.dumps(shot["reply"], ensure_ascii=False)})
         evidence = passages(check.claim, check.evidence)
         msgs.append({"role": "user", "content": self._user(p, section, evidence, check.claim.question,
-                                                           check.claim.text, noun, extra)})
+                                                           under_check(check.claim), noun, extra)})
         return tuple(msgs)
 
     @staticmethod
@@ -367,7 +367,7 @@ class Consistency(SelfCheck):
     def _reflect_messages(self, check: Check, verdict: str, reasoning: str) -> tuple[dict, ...]:
         p = load_prompts("verifiers")
         ctx = {"evidence": passages(check.claim, check.evidence), "question": check.claim.question,
-               "text": check.claim.text, "verdict": verdict, "reasoning": reasoning}
+               "text": under_check(check.claim), "verdict": verdict, "reasoning": reasoning}
         return (
             {"role": "system", "content": p["reflect"]["system"].render()},
             {"role": "user", "content": p["shared"].render(**ctx) + "\n\n" + p["reflect"]["task"].render(**ctx)},

@@ -30,7 +30,7 @@ from halucheck.config import VerifierOptions
 from halucheck.engines.base import Request, Result, SamplingParams
 from halucheck.prompts import load as load_prompts
 from halucheck.records import Check, Claim, Evidence, Role, State, Turn
-from halucheck.verifiers.base import passages, quotable
+from halucheck.verifiers.base import passages, quotable, under_check, under_check_statement
 from halucheck.verifiers.debate.quotes import QUOTE_CHARS, check_quotes, is_void
 from halucheck.verifiers.judges import SelfCheck
 from halucheck.verifiers.scoring import decision_score, value_token_prob
@@ -136,13 +136,14 @@ def build_messages(claim: Claim, evidence: Sequence[Evidence], call: AgentCall) 
             for t in call.previous
         ]
         shown = [replace(e, text=t) for e, t in zip(evidence, passages(claim, evidence))]
-        user = p["roles"][call.role].render() + "\n\n" + p["shared"].render(claim=claim.statement, evidence=shown)
+        user = (p["roles"][call.role].render() + "\n\n"
+                + p["shared"].render(claim=under_check_statement(claim), evidence=shown))
         if previous:
             user = user.rstrip() + "\n" + p["previous"].render(previous=previous).rstrip()
         return ({"role": "user", "content": user},)
     p = load_prompts("debate")
     noun = _noun(claim)
-    user = p["shared"].render(evidence=passages(claim, evidence), question=claim.question, text=claim.text) + "\n\n"
+    user = p["shared"].render(evidence=passages(claim, evidence), question=claim.question, text=under_check(claim)) + "\n\n"
     if call.role == "leader":
         first, second = (call.previous[::-1] if call.swapped else call.previous)
         user += p["leader"].render(noun=noun, standing="factual" if call.argues else "not factual",
