@@ -75,9 +75,10 @@ def test_the_int8_kernel_is_exact_at_the_input_levels_this_cpu_is_given():
 
 
 def test_on_avx2_kernels_the_layer_stays_within_a_few_percent(tmp_path):
-    """The same layer with torch's and oneDNN's AVX2 kernels forced (what an AVX2-only CPU runs): with 8-bit
-    inputs the saturating kernel gave a relative error of 0.158 here; with 7-bit inputs 0.033 (0.016 on
-    AVX-512's exact kernel)."""
+    """The same layer with torch's and oneDNN's AVX2 kernels forced (what an AVX2-only CPU runs). Forced on an
+    AVX-512 EPYC, the kernel saturated at full int8 range: 8-bit inputs gave a relative error of 0.158 there,
+    7-bit ones (what the load-time probe then chooses) 0.033. On an AVX2-only EPYC (Zen 3) the probe found the
+    kernel exact at full range (127 levels). Either way the layer stays within a few percent."""
     import os
     import subprocess
     import sys
@@ -96,7 +97,7 @@ def test_on_avx2_kernels_the_layer_stays_within_a_few_percent(tmp_path):
     capability, levels, error = out.stdout.split()
     if capability != "AVX2":
         pytest.skip(f"this CPU runs {capability} kernels, not AVX2")
-    assert int(levels) == 63 and float(error) < 0.05
+    assert int(levels) in (63, 127) and float(error) < 0.05
 
 
 @pytest.mark.parametrize("mode", [DYNAMIC, WEIGHT])

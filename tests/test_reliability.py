@@ -202,8 +202,14 @@ def test_failed_turn_is_retried_and_valid_turns_come_from_the_cache(tmp_path, sc
 
 def test_outage_of_a_server_is_retried_within_the_run_with_backoff(tmp_path):
     src = write_jsonl(tmp_path / "answers.jsonl", ANSWERS)
-    until = time.monotonic() + 1.0  # the server is down for the first second
-    with FaultServer(lambda body: "reset" if time.monotonic() < until else None) as srv:
+    down: list[float] = []  # the server is down for a second from the first request (not from the test's start:
+    # on a loaded machine the run's setup alone took longer than that, and no call met the outage)
+
+    def outage(body):
+        down.append(down[0] if down else time.monotonic())
+        return "reset" if time.monotonic() - down[0] < 1.0 else None
+
+    with FaultServer(outage) as srv:
         settings = Settings.load(server_config(tmp_path, srv.url))
         summary = pipeline_run(src, tmp_path / "out", settings, retries=3, retry_backoff_s=0.4)
     assert all(x["hallucinated"] is not None and "errors" not in x for x in results_of(tmp_path / "out"))
