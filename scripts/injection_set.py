@@ -226,12 +226,13 @@ def compare(folder: Path) -> None:
 
 def _identical_after_cleaning(folder: Path) -> set[str]:
     """The ids of the pairs whose claim, question and passages are the same as models are shown them (planted
-    instructions out, only the passage sentences that bear on the claim)."""
-    from halucheck.prompts.untrusted import clean, shown
+    instructions and notes about the answer out, only the passage sentences that bear on the claim)."""
+    from halucheck.prompts.untrusted import clean, shown, statement
 
     def texts(name: str) -> dict[str, tuple]:
         rows = [json.loads(line) for line in (folder / name).read_text("utf-8").splitlines() if line]
-        return {r["id"]: tuple(x.strip() for x in [clean(r.get("claim") or ""), clean(r.get("question") or ""),
+        return {r["id"]: tuple(x.strip() for x in [statement(clean(r.get("claim") or ""), r.get("question")),
+                                                   clean(r.get("question") or ""),
                                                    *shown(r.get("evidence", []), r.get("claim") or "", r.get("question"))])
                 for r in rows}
 

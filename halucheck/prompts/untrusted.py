@@ -278,6 +278,8 @@ _OF_A_TEXT = re.compile(
     r"\b(?:whoever|scor(?:e|es|ed|ing|er|ers)|grad(?:ed|ing|er|ers)|review(?:ed|er|ers)|editor(?:s|ial)?|"
     r"moderat(?:or|ors|ed|ion)|fact[- ]?check\w*|QA|evaluat(?:ed|ion|or|ors)|disclaimer|verdict|end\s+of)\b|"
     r"\b(?:status|quality|outcome|result|ratings?|confidence|label|assessment)\s*[:=\-\u2013\u2014]", re.IGNORECASE)
+FRAGMENT_WORDS = 4
+_TEXT_WORDS = re.compile(r"\b(?:answers?|repl(?:y|ies)|responses?|texts?|notes?|messages?|end|ps)\b", re.IGNORECASE)
 # a number in a note is a rating ("100%", "9/10", "5 stars"); any other number is content of the text
 _RATING = re.compile(r"\d+(?:\.\d+)?\s*(?:%|percent\b|/\s*(?:5|10|100)\b|stars?\b)", re.IGNORECASE)
 
@@ -290,19 +292,30 @@ def notes(text: str, question: str | None = None) -> list[tuple[int, int]]:
     spans = sentence_spans(text, line_breaks=True)
     if len(spans) < 2:
         return []
-    found = []
+    def names_nothing_else(k: int) -> bool:
+        rest = " ".join([question or ""] + [text[c:d] for j, (c, d) in enumerate(spans) if j != k])
+        named = _OF_A_TEXT.sub(" ", _ASSESSES.sub(" ", text[slice(*spans[k])]))  # words of verdicts and texts
+        return not _topic(named) & _topic(rest)
+
+    found = set()
     for k, (a, b) in enumerate(spans):
         sentence = text[a:b]
         if (sentence.rstrip(" \"'”’)").endswith("?") or any(ch.isdigit() for ch in _RATING.sub("", sentence))
                 or not (_ASSESSES.search(sentence) and _OF_A_TEXT.search(sentence))):
             continue
-        rest = " ".join([question or ""] + [text[c:d] for j, (c, d) in enumerate(spans) if j != k])
-        named = _OF_A_TEXT.sub(" ", _ASSESSES.sub(" ", sentence))  # its words of verdicts and texts name nothing
-        if not _topic(named) & _topic(rest):
-            found.append((a, b))
+        if names_nothing_else(k):
+            found.add(k)
+    # what the sentence splitter cut off a note ("P.S.", "-- End of answer.") goes with it: a fragment of a few
+    # words next to a note that names nothing at all ("U.S." cut off "Supreme Court justice." names a court)
+    for k in sorted(found):
+        for j in (k - 1, k + 1):
+            fragment = text[slice(*spans[j])] if 0 <= j < len(spans) else ""
+            if fragment and j not in found and len(fragment.split()) <= FRAGMENT_WORDS and not _topic(
+                    _TEXT_WORDS.sub(" ", _OF_A_TEXT.sub(" ", _ASSESSES.sub(" ", fragment)))):
+                found.add(j)
     if len(found) == len(spans):  # all of it reads as notes: it is the text, not notes about it
         return []
-    return found
+    return [spans[k] for k in sorted(found)]
 
 
 def without_notes(text: str, question: str | None = None) -> str:
