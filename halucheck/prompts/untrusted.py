@@ -259,8 +259,9 @@ def bearing(passage: str, about: str) -> str:
 # relevance filter cannot leave it out (the answer is what is judged), and patterns miss new phrasings. What makes
 # it a note is its shape, not its words: all three of (a) it names nothing that the question or the rest of the
 # text names (no shared topic word), (b) it passes a verdict on something, and (c) it speaks of a text or of its
-# checking. (a) alone would drop a true but off-topic sentence; (b) and (c) alone would drop "the committee
-# confirmed the report" from an answer about that committee.
+# checking; and it is no question and holds no number but a rating. (a) alone would drop a true but off-topic
+# sentence; (b) and (c) alone would drop "the committee confirmed the report" from an answer about that committee.
+# Measured (docs/reliability.md, row 26): words again, so new phrasings get through (a held-out family: 1 of 6).
 _ASSESSES = re.compile(
     r"\b(?:(?:in)?accura\w*|(?:in)?correct(?:ly|ness)?|(?:un)?true|false(?:ly|hood)?|wrong(?:ly)?|"
     r"(?:un)?verif\w*|(?:fact|cross|double)[- ]?check\w*|checks?\s+out|checked|confirm(?:s|ed|ation)?|validated|"
@@ -292,6 +293,7 @@ def notes(text: str, question: str | None = None) -> list[tuple[int, int]]:
     spans = sentence_spans(text, line_breaks=True)
     if len(spans) < 2:
         return []
+
     def names_nothing_else(k: int) -> bool:
         rest = " ".join([question or ""] + [text[c:d] for j, (c, d) in enumerate(spans) if j != k])
         named = _OF_A_TEXT.sub(" ", _ASSESSES.sub(" ", text[slice(*spans[k])]))  # words of verdicts and texts

@@ -184,7 +184,8 @@ def build_results(store: "RunStore") -> list[ResultJSON]:
 
 def planted_instructions(question: str | None, answer: str, evidence: list) -> list[dict]:
     """Instructions to the checker planted in an item's question, answer or evidence
-    (:func:`halucheck.prompts.untrusted.instructions`): no model was shown them; the report says where."""
+    (:func:`halucheck.prompts.untrusted.instructions`), and notes about the answer appended to it
+    (:func:`halucheck.prompts.untrusted.notes`): no model was shown them; the report says where."""
     from halucheck.prompts.untrusted import clean, instructions, notes
 
     out, seen = [], set()
