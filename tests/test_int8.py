@@ -57,8 +57,9 @@ def test_quantize_replaces_every_linear_and_copies_a_tied_head():
 
     model = Tiny()
     before = model.embed.weight.detach().clone()
-    assert quantize(model) == {DYNAMIC: 1, WEIGHT: 2}
-    assert model.up_proj.mode == DYNAMIC and model.down_proj.mode == WEIGHT and model.lm_head.mode == WEIGHT
+    up = DYNAMIC if int8.int_mm_faster() else WEIGHT  # where _int_mm is the slower kernel, every layer is weight only
+    assert quantize(model) == {DYNAMIC: int(up == DYNAMIC), WEIGHT: 2 + int(up == WEIGHT)}
+    assert model.up_proj.mode == up and model.down_proj.mode == WEIGHT and model.lm_head.mode == WEIGHT
     assert model.embed.weight.dtype == torch.float32 and torch.equal(model.embed.weight, before)
     assert not [m for m in model.modules() if type(m) is torch.nn.Linear]
 
@@ -113,3 +114,11 @@ def test_a_prompt_pass_multiplies_by_the_widened_weight(mode):
     # the widened weight is the int8 weight times its row scales (the stored layout undone)
     rows = q.qweight.transpose(0, 1).reshape(96, 256) if mode == DYNAMIC else q.qweight
     assert torch.allclose(weight, rows.float() * q.scales.float()[:, None], atol=1e-6)
+
+
+def test_where_the_int8_x_int8_kernel_is_slower_every_layer_is_weight_only(monkeypatch):
+    monkeypatch.setattr(int8, "int_mm_faster", lambda: False)
+    model = torch.nn.Sequential(torch.nn.Linear(128, 256), torch.nn.Linear(256, 128))
+    assert quantize(model) == {DYNAMIC: 0, WEIGHT: 2}
+    monkeypatch.setattr(int8, "int_mm_faster", lambda: True)
+    assert quantize(torch.nn.Sequential(torch.nn.Linear(128, 256))) == {DYNAMIC: 1, WEIGHT: 0}
