@@ -17,6 +17,9 @@ layer, both on torch's own kernels (vectorised for AVX2, AVX-512 and Arm):
   and the output head): bfloat16 input times int8 weight, ``torch._weight_int8pack_mm`` (its float32
   input path is unvectorised: 175 ms against 5.9 ms for bfloat16 at 8 rows of the 1.5B's down projection).
 
+Where this CPU's ``_int_mm`` is the slower of the two kernels (:func:`int_mm_faster`, probed at load: so on an
+AVX2-only Zen 3 EPYC, where it ran 18x slower than the weight-only kernel), every layer is int8 weight only.
+
 Above :data:`WEIGHT_ROWS` rows (a prompt pass, bound by arithmetic rather than memory) every layer's weight
 is widened (bfloat16 where the CPU multiplies it natively, else float32) for that one matmul, into a reused
 buffer: int8 inputs would cost accuracy there and save no time.
