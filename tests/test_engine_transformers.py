@@ -51,10 +51,19 @@ def judge(claim: str) -> tuple[dict, ...]:
 
 
 def test_weights_load_in_a_dtype_this_cpu_multiplies_natively(engine):
+    import torch
+
+    from halucheck.engines import int8
     from halucheck.engines.loading import _native_half_types
 
-    assert engine.dtype == ("bfloat16" if "bfloat16" in _native_half_types() else "float32")
-    assert str(engine.hf_model.lm_head.weight.dtype) == f"torch.{engine.dtype}"
+    if "bfloat16" in _native_half_types():
+        assert engine.dtype == "bfloat16" and engine.hf_model.lm_head.weight.dtype == torch.bfloat16
+    else:  # no native bfloat16 matmul (an AVX2-only CPU): int8 where torch runs its int8 kernels, else float32
+        assert engine.dtype == ("int8" if int8.available() is None else "float32")
+        if engine.dtype == "float32":
+            assert engine.hf_model.lm_head.weight.dtype == torch.float32
+        else:
+            assert engine.hf_model.lm_head.qweight.dtype == torch.int8
 
 
 def test_batch_with_schema_is_valid_and_in_order(engine):
@@ -525,7 +534,7 @@ def test_int8_weights_give_the_float32_replies_on_a_quarter_of_the_bytes(engine3
     schema-constrained replies valid."""
     import torch
 
-    from halucheck.engines import Request, SamplingParams, create_engine
+    from halucheck.engines import Request, SamplingParams, create_engine, int8
     from halucheck.engines.int8 import DYNAMIC, WEIGHT, Int8Linear
 
     engine = create_engine("transformers", model=MODEL, max_batch=8, dtype="int8")
@@ -533,7 +542,8 @@ def test_int8_weights_give_the_float32_replies_on_a_quarter_of_the_bytes(engine3
         assert engine.dtype == "int8"
         layers = [m for m in engine.hf_model.modules() if isinstance(m, Int8Linear)]
         assert not [m for m in engine.hf_model.modules() if type(m) is torch.nn.Linear]
-        assert {m.mode for m in layers} == {DYNAMIC, WEIGHT} and isinstance(engine.hf_model.lm_head, Int8Linear)
+        kinds = {DYNAMIC, WEIGHT} if int8.int_mm_faster() else {WEIGHT}  # where _int_mm is slower: weight only
+        assert {m.mode for m in layers} == kinds and isinstance(engine.hf_model.lm_head, Int8Linear)
         float_bytes = 4 * sum(m.weight.numel() for m in engine32.hf_model.modules() if type(m) is torch.nn.Linear)
         assert sum(m.qweight.numel() for m in layers) == float_bytes // 4
         asks = ["Reply with exactly the word: banana", "What is 12 times 12? Reply with the number only.",
