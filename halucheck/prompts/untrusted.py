@@ -322,7 +322,11 @@ def notes(text: str, question: str | None = None) -> list[tuple[int, int]]:
 
 def without_notes(text: str, question: str | None = None) -> str:
     """``text`` without its :func:`notes` (each one's characters blanked: offsets stay where they were)."""
-    for a, b in notes(text, question):
+    return _blanked(text, notes(text, question))
+
+
+def _blanked(text: str, spans: list[tuple[int, int]]) -> str:
+    for a, b in spans:
         text = text[:a] + " " * (b - a) + text[b:]
     return text
 
@@ -332,7 +336,7 @@ def statement(text: str, question: str | None = None) -> str:
     found = notes(text, question)
     if not found:
         return text
-    return re.sub(r"[ \t]{2,}", " ", without_notes(text, question)).strip()
+    return re.sub(r"[ \t]{2,}", " ", _blanked(text, found)).strip()
 
 
 def shown(passages, claim: str, question: str | None = None) -> list[str]:

@@ -189,7 +189,8 @@ def planted_instructions(question: str | None, answer: str, evidence: list) -> l
     from halucheck.prompts.untrusted import clean, instructions, notes
 
     out, seen = [], set()
-    about_itself = tuple(clean(answer or "")[a:b] for a, b in notes(clean(answer or ""), question))
+    cleaned = clean(answer or "")
+    about_itself = tuple(cleaned[a:b] for a, b in notes(cleaned, question))
     for where, source, text in [("question", None, question or ""), ("answer", None, answer or ""),
                                 *(("evidence", e.source, e.text) for e in evidence)]:
         for found in instructions(text) + (about_itself if where == "answer" else ()):
