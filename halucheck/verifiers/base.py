@@ -55,8 +55,7 @@ def under_check(claim: Claim) -> str:
 
 def under_check_statement(claim: Claim) -> str:
     """:attr:`Claim.statement` (question and answer joined) with the answer as :func:`under_check` shows it."""
-    text = under_check(claim)
-    return f"{claim.question} {text}" if claim.question else text
+    return replace(claim, text=under_check(claim)).statement
 
 
 class Verifier:
