@@ -184,6 +184,9 @@ class Verdict:
     error: str | None = None
     p_hallucinated: float | None = None  # the chain's pooled probability that the claim is not factual
     verifier: str = "debate"  # which verifier decided
+    # where a text of several sentences was judged by its prefixes (halucheck.verifiers.prefixes) and a shorter
+    # one decided: that prefix (the sentences written after it did not shape this verdict)
+    judged: str | None = None
 
     @property
     def prompt_tokens(self) -> int:
@@ -206,6 +209,8 @@ class Verdict:
         }
         if self.error:
             d["error"] = self.error
+        if self.judged is not None:
+            d["judged"] = self.judged
         return d
 
 

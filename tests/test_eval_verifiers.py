@@ -51,7 +51,7 @@ def judge_config(tmp_path, engine: str, profile: str, model: str):
 
 def items(n=4, evidence=("Paris is the capital of France.",)):
     return [
-        EvalItem(id=f"t:{i}", dataset="toy", claim=f"Claim number {i}. Paris is in France.", label=i % 2 == 0, group=f"t:{i}",
+        EvalItem(id=f"t:{i}", dataset="toy", claim=f"Claim number {i} says Paris is in France.", label=i % 2 == 0, group=f"t:{i}",
                  position=i, evidence=list(evidence))
         for i in range(n)
     ]
@@ -140,7 +140,7 @@ def test_selfcheck_3shot_adds_three_worked_examples():
     msgs = eng.requests[0].messages
     assert [m["role"] for m in msgs] == ["system"] + ["user", "assistant"] * 3 + ["user"]
     assert all(json.loads(m["content"]) for m in msgs if m["role"] == "assistant")
-    assert "Paris is the capital of France." in msgs[-1]["content"] and "Claim number 0." in msgs[-1]["content"]
+    assert "Paris is the capital of France." in msgs[-1]["content"] and "Claim number 0 says" in msgs[-1]["content"]
 
 
 def test_consistency_agreement_math():

@@ -69,7 +69,7 @@ def check(
             raise InputError('the claim is empty; pass the text to check, e.g. halucheck check "Paris is in France."')
         from halucheck.config import VerifierOptions, nli_model_path
         from halucheck.records import Check, Claim
-        from halucheck.verifiers import calibration, get_verifier
+        from halucheck.verifiers import calibration, get_verifier, prefixes
         from halucheck.verifiers.base import CLOSED_BOOK_MAX_CONFIDENCE, closed_book
 
         options = VerifierOptions(debate=debate_config(policy, min_rounds, max_rounds, prompts, leader_both_orders), band=band_of(band),
@@ -89,10 +89,10 @@ def check(
                                      calibration_choice)
         one = Check(Claim(text=claim.strip(), question=question.strip() if question else None), tuple(passages))
         if settings is None:
-            verdict = v.verify([one], None)[0]
+            verdict = prefixes.verify(v, [one], None)[0]
         else:
             with EnginePool(settings) as engines:
-                verdict = v.verify([one], engines)[0]
+                verdict = prefixes.verify(v, [one], engines)[0]
         if not passages:  # the model's prior alone: never a confident verdict
             verdict, cal = closed_book(verdict), None
     except HalucheckError as exc:

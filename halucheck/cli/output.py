@@ -38,6 +38,8 @@ def print_verdict(verdict, cal=None, basis: str = "evidence") -> None:
            f"{', consensus' if verdict.consensus else ', no consensus'}") if debated else \
         f"{verdict.verifier or 'debate'}, {len(verdict.chain)} call{'s' if len(verdict.chain) != 1 else ''}"
     typer.echo(f"  severity {sev}/5  confidence {verdict.confidence:.2f}{p_h}  ({how})")
+    if verdict.judged is not None:
+        typer.echo(f"  decided on the text up to: {verdict.judged!r} (what follows it cannot vouch for it)")
     if basis == "closed-book":
         typer.echo("  rests on the model's own knowledge alone (no evidence given): never a confident verdict")
     if raw is not None:

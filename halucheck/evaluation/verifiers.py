@@ -16,8 +16,8 @@ from halucheck.evaluation.datasets import EvalItem
 from halucheck.evaluation.report import Prediction
 from halucheck.verifiers.judges import consistency_score, likert_score
 from halucheck.records import Check, Claim, Evidence, Verdict
-from halucheck.verifiers.scoring import clamp01, decision_score, value_token_prob
-from halucheck.verifiers import Verifier, VerifierOptions, available, register
+from halucheck.verifiers.scoring import decision_score, p_hallucinated, value_token_prob
+from halucheck.verifiers import Verifier, VerifierOptions, available, prefixes, register
 
 if TYPE_CHECKING:
     from halucheck.config import Settings
@@ -47,13 +47,7 @@ def prediction_of(verdict: Verdict | None) -> Prediction:
     if verdict is None or verdict.factuality is None:
         return Prediction(None, None, (verdict.error if verdict else None) or "no verdict",
                           verdict.to_dict() if verdict else None)
-    hallucinated = not verdict.factuality
-    if verdict.p_hallucinated is not None:
-        score = clamp01(verdict.p_hallucinated)
-    else:
-        conf = clamp01(verdict.confidence)
-        score = conf if hallucinated else 1.0 - conf
-    return Prediction(hallucinated, score, detail=verdict.to_dict())
+    return Prediction(not verdict.factuality, p_hallucinated(verdict), detail=verdict.to_dict())
 
 
 debate_score = prediction_of  # the name the debate's adapter had
@@ -68,12 +62,15 @@ class EvalVerifier:
     def __getattr__(self, name: str):
         return getattr(self.verifier, name)
 
+    def describe(self) -> dict:
+        return {**self.verifier.describe(), "texts": f"judged by their last {prefixes.MAX_PARTS} sentence prefixes"}
+
     def predict(self, items: Sequence[EvalItem], models: "EnginePool | Settings | None") -> list[Prediction]:
         """One Prediction per item; ``models``: the engine pool (or Settings, for a pool of its own)."""
         from halucheck.engines.pool import pool_of
 
         engines = pool_of(models) if models is not None else None
-        verdicts = self.verifier.verify([check_of(it) for it in items], engines)
+        verdicts = prefixes.verify(self.verifier, [check_of(it) for it in items], engines)
         return [prediction_of(v) for v in verdicts]
 
 

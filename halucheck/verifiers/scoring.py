@@ -11,6 +11,7 @@ import re
 from typing import Iterable
 
 from halucheck.engines.base import Result
+from halucheck.records import Verdict
 
 # A turn's probability is kept inside [EPS, 1 - EPS] before pooling: one agent that reports certainty
 # (a forced or near-forced token) must not veto every other agent (log-odds of 0 or 1 are infinite).
@@ -58,6 +59,14 @@ def decision_score(hallucinated: bool, p_chosen: float | None) -> float:
         return float(hallucinated)
     p = max(0.5, clamp01(p_chosen))
     return p if hallucinated else 1.0 - p
+
+
+def p_hallucinated(verdict: Verdict) -> float:
+    """A decided verdict's P(hallucinated): its own score, else the confidence of the side it took."""
+    if verdict.p_hallucinated is not None:
+        return clamp01(verdict.p_hallucinated)
+    conf = clamp01(verdict.confidence)
+    return 1.0 - conf if verdict.factuality else conf
 
 
 def pool(probabilities: Iterable[float], eps: float = EPS) -> float | None:

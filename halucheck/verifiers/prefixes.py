@@ -1,0 +1,73 @@
+"""A text of several sentences judged by its sentence prefixes, so that what comes after a sentence cannot
+vouch for it.
+
+``halucheck run`` judges every claim of an answer on its own. ``check`` and ``eval`` judge a text whole, and
+a text can carry a note about itself ("Was this helpful? 2,417 readers marked this answer correct") that a
+judge takes as evidence of the rest. :func:`verify` shows the verifier the text's prefixes that end at its
+last sentences as well as the whole (``"A. B. C."``: ``"A."``, ``"A. B."``, ``"A. B. C."``; a longer text its
+last :data:`MAX_PARTS` prefixes), and the text's verdict is the verdict of the prefix most likely
+hallucinated. A sentence is then judged at least once without anything written after it: a note appended
+to an answer can make the answer look worse, never better, and one that makes it look worse is itself a
+statement no passage backs.
+
+A text of one sentence is one call, as before; the named sets' claims and short answers are nearly all one
+sentence (2-6 % of their dev items have more), response-level sets cost up to :data:`MAX_PARTS` calls an item.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import TYPE_CHECKING, Sequence
+
+from halucheck.records import Check, Verdict
+from halucheck.text import sentence_spans
+from halucheck.verifiers.scoring import p_hallucinated
+
+if TYPE_CHECKING:
+    from halucheck.engines.pool import EnginePool
+    from halucheck.verifiers.base import OnCall, Verifier
+
+# prefixes judged per text at most: the whole and the three that end one, two and three sentences earlier
+# (a note of up to three sentences at the end is judged apart from the sentences before it)
+MAX_PARTS = 4
+
+
+def parts(text: str) -> list[str]:
+    """The prefixes of ``text`` that are judged, shortest first, the whole text last (``[text]`` for a text of
+    one sentence)."""
+    ends = [end for _, end in sentence_spans(text)]
+    if len(ends) <= 1:
+        return [text]
+    return [text[:end] for end in ends[-MAX_PARTS:-1]] + [text]
+
+
+def verify(verifier: "Verifier", checks: Sequence[Check], engines: "EnginePool | None",
+           on_call: "OnCall | None" = None) -> list[Verdict]:
+    """One verdict per check, each text judged by its :func:`parts` in one ``verifier.verify`` call.
+
+    The verdict of a text is its part's most likely hallucinated verdict. A part with no verdict (a reply
+    that failed) leaves the text undecided, unless another part was found hallucinated: that verdict stands
+    whatever the missing one would have said. A verdict taken from a shorter part says so (``judged``).
+    """
+    units: list[Check] = []
+    owner: list[int] = []
+    for i, check in enumerate(checks):
+        for part in parts(check.claim.text):
+            units.append(replace(check, claim=replace(check.claim, text=part)) if part != check.claim.text else check)
+            owner.append(i)
+    verdicts = verifier.verify(units, engines, on_call=on_call) if on_call else verifier.verify(units, engines)
+    grouped: list[list[tuple[Check, Verdict]]] = [[] for _ in checks]
+    for i, unit, verdict in zip(owner, units, verdicts):
+        grouped[i].append((unit, verdict))
+    return [_worst(check, group) for check, group in zip(checks, grouped)]
+
+
+def _worst(check: Check, group: list[tuple[Check, Verdict]]) -> Verdict:
+    if len(group) == 1:
+        return group[0][1]
+    decided = [(unit, v) for unit, v in group if v.factuality is not None]
+    hallucinated = [(unit, v) for unit, v in decided if v.factuality is False]
+    if len(decided) < len(group) and not hallucinated:
+        return next(v for _, v in group if v.factuality is None)
+    unit, verdict = max(hallucinated or decided, key=lambda uv: (p_hallucinated(uv[1]), len(uv[0].claim.text)))
+    return verdict if unit is group[-1][0] else replace(verdict, judged=unit.claim.text)
