@@ -119,3 +119,21 @@ def _pool(engine):
     name = f"prefixes-{id(engine)}"
     engines.register(name, lambda model="", **kw: engine)
     return EnginePool(Settings.from_dict({"profiles": {"p": {"engine": name}}}))
+
+
+def test_a_tool_check_reads_the_whole_answer():
+    from halucheck.verifiers.tools.arith import ArithVerifier
+    from halucheck.verifiers.tools.citations.verifier import CitationVerifier
+    from halucheck.verifiers.tools.code import CodeCheck
+    from halucheck.verifiers.tools.program import MathAnswer, ProgramCheck
+    from halucheck.verifiers.tools.sources import SourceVerifier
+
+    assert not any(c.reads_prose for c in (ArithVerifier, CitationVerifier, CodeCheck, MathAnswer, ProgramCheck,
+                                           SourceVerifier))
+    a, ab = "A is 2 + 2 = 5.", "A is 2 + 2 = 5. So the total is 5."
+    tool = Scripted({a: False, ab: True})
+    tool.reads_prose = False
+    assert prefixes.verify(tool, [Check(Claim(ab))], None)[0].factuality is True and tool.seen == [ab]
+    judge = Scripted({a: False, ab: True})
+    assert prefixes.verify(judge, [Check(Claim(ab))], None)[0].factuality is False and judge.seen == [a, ab]
+    assert eval_verifier("arith").describe()["texts"] == "whole"

@@ -63,7 +63,8 @@ class EvalVerifier:
         return getattr(self.verifier, name)
 
     def describe(self) -> dict:
-        return {**self.verifier.describe(), "texts": f"judged by their last {prefixes.MAX_PARTS} sentence prefixes"}
+        texts = f"judged by their last {prefixes.MAX_PARTS} sentence prefixes" if self.verifier.reads_prose else "whole"
+        return {**self.verifier.describe(), "texts": texts}
 
     def predict(self, items: Sequence[EvalItem], models: "EnginePool | Settings | None") -> list[Prediction]:
         """One Prediction per item; ``models``: the engine pool (or Settings, for a pool of its own)."""

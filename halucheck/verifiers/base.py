@@ -64,6 +64,10 @@ class Verifier:
 
     name: str = ""
     uses_llm: bool = True
+    # its verdict on a text judges what the text says (a model or NLI reads it), so a text of several sentences may
+    # be judged by its sentence prefixes (halucheck.verifiers.prefixes); False for a tool check, which reads the
+    # whole answer (its calculations, final result, code or citations)
+    reads_prose: bool = True
 
     def __init__(self, options: VerifierOptions | None = None) -> None:
         self.options = options or VerifierOptions()

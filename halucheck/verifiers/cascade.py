@@ -32,6 +32,7 @@ class Cascade(Verifier):
         self.stages, self.band = list(stages), (lo, hi)
         self.name = ",".join(s.name for s in self.stages)
         self.uses_llm = any(s.uses_llm for s in self.stages)
+        self.reads_prose = all(s.reads_prose for s in self.stages)
         self.reached: dict[str, int] = {}
 
     def unsure(self, verdict: Verdict | None) -> bool:
@@ -99,7 +100,7 @@ class Routed(Verifier):
         """``make(name, options)`` builds a checker by its registered name (``halucheck.verifiers.get_verifier``)."""
         super().__init__(options or main.options)
         self.main = main
-        self.name, self.uses_llm = main.name, main.uses_llm
+        self.name, self.uses_llm, self.reads_prose = main.name, main.uses_llm, main.reads_prose
         self.checkers: dict[str, Verifier] = {}
         self.unavailable: dict[str, str] = {}  # kind -> why its checker cannot run here
         for kind, (name, needs) in self.CHECKERS.items():

@@ -43,12 +43,15 @@ def parts(text: str) -> list[str]:
 
 def verify(verifier: "Verifier", checks: Sequence[Check], engines: "EnginePool | None",
            on_call: "OnCall | None" = None) -> list[Verdict]:
-    """One verdict per check, each text judged by its :func:`parts` in one ``verifier.verify`` call.
+    """One verdict per check, each text judged by its :func:`parts` in one ``verifier.verify`` call (a tool check,
+    ``reads_prose`` False, judges each text whole).
 
     The verdict of a text is its part's most likely hallucinated verdict. A part with no verdict (a reply
     that failed) leaves the text undecided, unless another part was found hallucinated: that verdict stands
     whatever the missing one would have said. A verdict taken from a shorter part says so (``judged``).
     """
+    if not verifier.reads_prose:  # a tool check reads the whole answer: its final result, its code
+        return verifier.verify(checks, engines, on_call=on_call) if on_call else verifier.verify(checks, engines)
     units: list[Check] = []
     owner: list[int] = []
     for i, check in enumerate(checks):

@@ -504,6 +504,7 @@ class ArithVerifier(Verifier):
     """
 
     name = "arith"
+    reads_prose = False
     uses_llm = False
 
     def describe(self) -> dict:

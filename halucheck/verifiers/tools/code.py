@@ -124,6 +124,7 @@ class CodeCheck(Verifier):
     """``code``: FacTool's code check, run in the bubblewrap sandbox (see the module docstring)."""
 
     name = "code"
+    reads_prose = False
     uses_llm = True
     tests = 5  # test inputs asked for (FacTool generated 3)
     solutions = 3  # independent solutions asked for first (FacTool: 3); the reference needs more than half

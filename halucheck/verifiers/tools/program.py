@@ -218,6 +218,7 @@ class ProgramCheck(Verifier):
     sandbox (see the module docstring)."""
 
     name = "program"
+    reads_prose = False
     uses_llm = True
     samples = 3  # programs asked for first
     more = 2  # asked for next, while no majority has formed or a thin one contradicts the answer (_needs_more)
@@ -448,6 +449,7 @@ class MathAnswer(Verifier):
     neither a calculation nor a final result."""
 
     name = "math"
+    reads_prose = False
     uses_llm = True
 
     def __init__(self, options=None) -> None:

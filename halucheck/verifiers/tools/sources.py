@@ -269,6 +269,7 @@ class SourceVerifier(Verifier):
     model. Not found -> not factual, severity :data:`SEVERITY_MISSING`."""
 
     name = "source"
+    reads_prose = False
     uses_llm = False
 
     def describe(self) -> dict:

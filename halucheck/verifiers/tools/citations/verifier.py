@@ -36,6 +36,7 @@ class CitationVerifier(Verifier):
     """
 
     name = "citation"
+    reads_prose = False
     uses_llm = False
 
     def bibliography(self) -> Bibliography:
