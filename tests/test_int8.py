@@ -122,3 +122,43 @@ def test_where_the_int8_x_int8_kernel_is_slower_every_layer_is_weight_only(monke
     assert quantize(model) == {DYNAMIC: 0, WEIGHT: 2}
     monkeypatch.setattr(int8, "int_mm_faster", lambda: True)
     assert quantize(torch.nn.Sequential(torch.nn.Linear(128, 256))) == {DYNAMIC: 1, WEIGHT: 0}
+
+
+@pytest.mark.parametrize("tied", [False, True])
+def test_a_model_loaded_tensor_by_tensor_is_the_model_loaded_whole_then_quantised(tmp_path, tied):
+    """``int8.load`` builds the model without weights and converts each tensor as it reads it from the file (so the
+    whole model is never held in bfloat16): the same int8 model as loading it whole and calling ``quantize``, a tied
+    output head included (the file has no weight of its own for it)."""
+    transformers = pytest.importorskip("transformers")
+
+    config = transformers.Qwen2Config(vocab_size=300, hidden_size=128, intermediate_size=256, num_hidden_layers=2,
+                                      num_attention_heads=4, num_key_value_heads=2, tie_word_embeddings=tied)
+    torch.manual_seed(0)
+    transformers.Qwen2ForCausalLM(config).to(torch.bfloat16).save_pretrained(tmp_path)
+    built = int8.load(tmp_path, torch.float32)
+    assert built is not None
+    ours, counts = built
+    whole = transformers.AutoModelForCausalLM.from_pretrained(tmp_path, dtype=torch.bfloat16).eval()
+    assert quantize(whole) == counts and counts[WEIGHT] >= 3  # every down projection and the head
+    assert not [p for p in ours.parameters() if p.is_meta] and not [b for b in ours.buffers() if b.is_meta]
+    theirs = dict(whole.state_dict())
+    mine = dict(ours.state_dict())
+    assert mine.keys() == theirs.keys()
+    assert all(torch.equal(mine[k], theirs[k]) for k in mine), [k for k in mine if not torch.equal(mine[k], theirs[k])]
+    ids = torch.tensor([[1, 5, 9, 42, 7, 3]])
+    with torch.inference_mode():
+        assert torch.equal(ours(ids).logits, whole(ids).logits)
+    assert ours.generation_config.eos_token_id == whole.generation_config.eos_token_id
+
+
+def test_a_checkpoint_whose_names_are_not_the_modules_is_loaded_whole(tmp_path):
+    transformers = pytest.importorskip("transformers")
+    from safetensors.torch import load_file, save_file
+
+    config = transformers.Qwen2Config(vocab_size=300, hidden_size=128, intermediate_size=256, num_hidden_layers=1,
+                                      num_attention_heads=4, num_key_value_heads=2)
+    transformers.Qwen2ForCausalLM(config).to(torch.bfloat16).save_pretrained(tmp_path)
+    state = load_file(tmp_path / "model.safetensors")
+    save_file({k.replace("model.", "transformer.", 1): v for k, v in state.items()}, tmp_path / "model.safetensors",
+              metadata={"format": "pt"})
+    assert int8.load(tmp_path, torch.float32) is None

@@ -37,7 +37,10 @@ float32's 7.9 s; on AVX-512 5.1 s against 7.8 s.
 from __future__ import annotations
 
 import functools
+import json
+import struct
 import threading
+from pathlib import Path
 
 import torch
 from torch import nn
@@ -145,6 +148,98 @@ def quantize(model: nn.Module, wide: torch.dtype = torch.float32) -> dict[str, i
         for param in model.parameters():
             param.data = param.data.clone()
     return counts
+
+
+# safetensors' dtype names -> torch's
+_SAFETENSORS_DTYPES = {"BF16": torch.bfloat16, "F16": torch.float16, "F32": torch.float32, "F64": torch.float64,
+                       "I64": torch.int64, "I32": torch.int32, "I16": torch.int16, "I8": torch.int8, "U8": torch.uint8,
+                       "BOOL": torch.bool}
+
+
+class _Tensors:
+    """The tensors of a model folder's safetensors files (one file or an index of shards), each read on its own
+    with plain file reads into memory of its own. Not memory-mapped: a mapped file's pages count as the process's
+    resident memory, every page read, for as long as it is mapped."""
+
+    def __init__(self, folder: Path) -> None:
+        index = folder / "model.safetensors.index.json"
+        files = sorted({folder / f for f in json.loads(index.read_text("utf-8"))["weight_map"].values()}) \
+            if index.exists() else [folder / "model.safetensors"]
+        self.where: dict[str, tuple[Path, int, dict]] = {}
+        for f in files:
+            with open(f, "rb") as fh:
+                (n,) = struct.unpack("<Q", fh.read(8))
+                header = json.loads(fh.read(n))
+            header.pop("__metadata__", None)
+            self.where.update({name: (f, 8 + n, meta) for name, meta in header.items()})
+
+    def __contains__(self, name: str) -> bool:
+        return name in self.where
+
+    def read(self, name: str) -> torch.Tensor:
+        f, base, meta = self.where[name]
+        start, end = meta["data_offsets"]
+        buf = bytearray(end - start)
+        with open(f, "rb") as fh:
+            fh.seek(base + start)
+            fh.readinto(buf)
+        dtype = _SAFETENSORS_DTYPES[meta["dtype"]]
+        return (torch.frombuffer(buf, dtype=dtype) if buf else torch.empty(0, dtype=dtype)).reshape(meta["shape"])
+
+
+def load(folder: Path, wide: torch.dtype, **kwargs) -> tuple[nn.Module, dict[str, int]] | None:
+    """The causal LM in ``folder`` with :class:`Int8Linear` layers (see :func:`quantize`) and its other weights in
+    bfloat16, built without ever holding the whole model in bfloat16: the model is made without weights, then
+    each tensor is read from the safetensors file and converted on its own, so the peak is the int8 model and one
+    tensor (the 1.5B: its bfloat16 file is 3.1 GB). ``kwargs`` go to ``from_config`` (``attn_implementation``).
+    None where a weight the model needs is not in the files under its module's name (a checkpoint that
+    ``from_pretrained`` renames as it loads): the caller then loads it whole and calls :func:`quantize`."""
+    from accelerate import init_empty_weights
+    from transformers import AutoConfig, AutoModelForCausalLM, GenerationConfig
+
+    if not (folder / "model.safetensors").exists() and not (folder / "model.safetensors.index.json").exists():
+        return None
+    tensors = _Tensors(folder)
+    config = AutoConfig.from_pretrained(folder)
+    with init_empty_weights(include_buffers=False):  # parameters without memory; buffers (rotary tables) real
+        model = AutoModelForCausalLM.from_config(config, dtype=torch.bfloat16, **kwargs)
+    emb, head = model.get_input_embeddings(), model.get_output_embeddings()
+    if getattr(config.get_text_config(), "tie_word_embeddings", False) and emb is not None and head is not None:
+        head.weight = emb.weight  # a tied output head is the input embeddings' weight, as from_pretrained leaves it
+    # each weight by every name it has (a tied output head is the input embeddings' weight under a second name)
+    # -> the name it is stored under
+    stored: dict[str, str] = {}
+    names: dict[int, list[str]] = {}
+    for name, param in model.named_parameters(remove_duplicate=False):
+        names.setdefault(id(param), []).append(name)
+    for aliases in names.values():
+        found = next((n for n in aliases if n in tensors), None)
+        if found is None:
+            return None
+        stored.update({n: found for n in aliases})
+    if (folder / "generation_config.json").exists():
+        model.generation_config = GenerationConfig.from_pretrained(folder)
+
+    def read(name: str) -> torch.Tensor:
+        return tensors.read(stored.get(name, name))
+
+    counts = {DYNAMIC: 0, WEIGHT: 0}
+    dynamic = int_mm_faster()
+    with torch.no_grad():
+        for prefix, parent in list(model.named_modules()):
+            for name, child in list(parent.named_children()):
+                full = f"{prefix}.{name}" if prefix else name
+                if type(child) is nn.Linear:
+                    mode = WEIGHT if name in WEIGHT_ONLY or not dynamic else DYNAMIC
+                    bias = read(f"{full}.bias") if child.bias is not None else None
+                    setattr(parent, name, Int8Linear(read(f"{full}.weight"), bias, mode, wide))
+                    counts[mode] += 1
+        for full, param in list(model.named_parameters()):
+            if param.is_meta:
+                owner, _, attr = full.rpartition(".")
+                module = model.get_submodule(owner)
+                setattr(module, attr, nn.Parameter(read(full).to(torch.bfloat16), requires_grad=False))
+    return model.eval(), counts
 
 
 @functools.cache

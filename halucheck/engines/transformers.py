@@ -52,6 +52,7 @@ import time
 from collections import deque
 from concurrent.futures import Future
 from dataclasses import asdict, dataclass
+from pathlib import Path
 from typing import Any, Sequence
 
 from halucheck.engines.attention import DECODE_TOKENS, _register_attention
@@ -175,11 +176,18 @@ class TransformersEngine(SchemaIndexes, BatchDecoding, Engine):
             raise ConfigError(f"dtype int8: {why}")
         loaded = {"auto": "auto", "int8": torch.bfloat16}.get(chosen) or getattr(torch, chosen)
         kwargs = {"dtype": loaded, "attn_implementation": _register_attention()}
-        self.hf_model = AutoModelForCausalLM.from_pretrained(path, **kwargs).eval()
-        self.dtype = str(self.hf_model.dtype).removeprefix("torch.")
-        if chosen == "int8":  # the linear layers' weights to int8; the rest stays bfloat16 (engines/int8.py)
-            int8.quantize(self.hf_model, wide=torch.bfloat16 if "bfloat16" in native else torch.float32)
-            self.dtype = "int8"
+        wide = torch.bfloat16 if "bfloat16" in native else torch.float32
+        # int8: the linear layers' weights to int8, the rest bfloat16 (engines/int8.py), tensor by tensor from the
+        # file where its names are the modules' (else loaded whole, then converted)
+        built = int8.load(Path(path), wide, attn_implementation=kwargs["attn_implementation"]) \
+            if chosen == "int8" else None
+        if built is not None:
+            self.hf_model = built[0]
+        else:
+            self.hf_model = AutoModelForCausalLM.from_pretrained(path, **kwargs).eval()
+            if chosen == "int8":
+                int8.quantize(self.hf_model, wide=wide)
+        self.dtype = "int8" if chosen == "int8" else str(self.hf_model.dtype).removeprefix("torch.")
         self.tokenizer = AutoTokenizer.from_pretrained(path)
         self.load_seconds = time.perf_counter() - t0
         self.path = path
