@@ -25,7 +25,7 @@ from halucheck.verifiers.scoring import p_hallucinated
 
 if TYPE_CHECKING:
     from halucheck.engines.pool import EnginePool
-    from halucheck.verifiers.base import OnCall, Verifier
+    from halucheck.verifiers.base import Verifier
 
 # prefixes judged per text at most: the whole and the three that end one, two and three sentences earlier
 # (a note of up to three sentences at the end is judged apart from the sentences before it)
@@ -41,8 +41,7 @@ def parts(text: str) -> list[str]:
     return [text[:end] for end in ends[-MAX_PARTS:-1]] + [text]
 
 
-def verify(verifier: "Verifier", checks: Sequence[Check], engines: "EnginePool | None",
-           on_call: "OnCall | None" = None) -> list[Verdict]:
+def verify(verifier: "Verifier", checks: Sequence[Check], engines: "EnginePool | None") -> list[Verdict]:
     """One verdict per check, each text judged by its :func:`parts` in one ``verifier.verify`` call (a tool check,
     ``reads_prose`` False, judges each text whole).
 
@@ -51,14 +50,14 @@ def verify(verifier: "Verifier", checks: Sequence[Check], engines: "EnginePool |
     whatever the missing one would have said. A verdict taken from a shorter part says so (``judged``).
     """
     if not verifier.reads_prose:  # a tool check reads the whole answer: its final result, its code
-        return verifier.verify(checks, engines, on_call=on_call) if on_call else verifier.verify(checks, engines)
+        return verifier.verify(checks, engines)
     units: list[Check] = []
     owner: list[int] = []
     for i, check in enumerate(checks):
         for part in parts(check.claim.text):
             units.append(replace(check, claim=replace(check.claim, text=part)) if part != check.claim.text else check)
             owner.append(i)
-    verdicts = verifier.verify(units, engines, on_call=on_call) if on_call else verifier.verify(units, engines)
+    verdicts = verifier.verify(units, engines)
     grouped: list[list[tuple[Check, Verdict]]] = [[] for _ in checks]
     for i, unit, verdict in zip(owner, units, verdicts):
         grouped[i].append((unit, verdict))
