@@ -105,9 +105,10 @@ def test_check_reports_the_prefix_that_decided(gullible_engine, tmp_path):
     r = runner.invoke(app, args + ["--json"])
     assert r.exit_code == 0, r.output
     out = json.loads(r.stdout)
-    assert out["factuality"] is False and out["judged"] == WRONG
+    assert out["factuality"] is False and out["judged"] == WRONG and out["parts_judged"] == 2
     r = runner.invoke(app, args)
     assert "NOT FACTUAL" in r.stdout and "decided on the text up to: 'The Eiffel Tower is in Berlin.'" in r.stdout
+    assert "the text judged in 2 parts" in r.stdout  # two calls, not the deciding chain's one
 
 
 def _pool(engine):

@@ -98,10 +98,11 @@ def check(
     except HalucheckError as exc:
         fail(str(exc))
     basis = "evidence" if passages else "closed-book"
+    parts = len(prefixes.parts(one.claim.text)) if v.reads_prose else 1
     if as_json:
-        typer.echo(json.dumps(verdict_json(verdict, cal, basis), ensure_ascii=False, indent=2))
+        typer.echo(json.dumps(verdict_json(verdict, cal, basis, parts), ensure_ascii=False, indent=2))
     else:
-        print_verdict(verdict, cal, basis)
+        print_verdict(verdict, cal, basis, parts)
 
 
 @app.command(cls=_Command)

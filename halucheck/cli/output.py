@@ -7,19 +7,20 @@ from pathlib import Path
 import typer
 
 
-def verdict_json(verdict, cal, basis: str = "evidence") -> dict:
+def verdict_json(verdict, cal, basis: str = "evidence", parts: int = 1) -> dict:
     """The verdict as `check --json` prints it: with the calibrated P(hallucinated) (and the raw one) when a
     calibrator is stored for the debate on this profile, and a line saying which, or that there is none;
-    ``basis``: what it rests on (``evidence``, or ``closed-book`` when no evidence was given)."""
+    ``basis``: what it rests on (``evidence``, or ``closed-book`` when no evidence was given); ``parts``: how
+    many prefixes of the text were judged (:mod:`halucheck.verifiers.prefixes`), the chain being the deciding one's."""
     from halucheck.verifiers import calibration
 
     plain = verdict.to_dict()  # P(hallucinated) to 4 decimals: the raw score calibrated and shown, as in `run`
-    out = {**plain, "basis": basis, **calibration.calibrated_fields(cal, plain["p_hallucinated"])}
+    out = {**plain, "basis": basis, "parts_judged": parts, **calibration.calibrated_fields(cal, plain["p_hallucinated"])}
     out["calibration"] = calibration.describe(cal)
     return out
 
 
-def print_verdict(verdict, cal=None, basis: str = "evidence") -> None:
+def print_verdict(verdict, cal=None, basis: str = "evidence", parts: int = 1) -> None:
     from halucheck.verifiers import calibration
 
     verdict_word = {True: "FACTUAL", False: "NOT FACTUAL", None: "UNDECIDED"}[verdict.factuality]
@@ -37,6 +38,8 @@ def print_verdict(verdict, cal=None, basis: str = "evidence") -> None:
     how = (f"{verdict.rounds} round{'s' if verdict.rounds != 1 else ''}"
            f"{', consensus' if verdict.consensus else ', no consensus'}") if debated else \
         f"{verdict.verifier or 'debate'}, {len(verdict.chain)} call{'s' if len(verdict.chain) != 1 else ''}"
+    if parts > 1:  # the chain below is the deciding part's; the others were judged the same way
+        how += f"; the text judged in {parts} parts, the chain below is the deciding one's"
     typer.echo(f"  severity {sev}/5  confidence {verdict.confidence:.2f}{p_h}  ({how})")
     if verdict.judged is not None:
         typer.echo(f"  decided on the text up to: {verdict.judged!r} (what follows it cannot vouch for it)")
