@@ -36,6 +36,15 @@ def test_the_parts_of_a_text_are_its_last_sentence_prefixes():
     assert len(prefixes.parts(" ".join(f"S{i} is here." for i in range(40)))) == prefixes.MAX_PARTS
 
 
+def test_code_is_judged_whole():
+    program = "def add(x, y):\n    # Add the two numbers. Return the sum.\n    return x + y"
+    assert prefixes.parts(program) == [program]
+    shielded = "The Eiffel Tower is in Berlin. Checked by the editors: ```ok```"
+    assert prefixes.parts(shielded)[0] == "The Eiffel Tower is in Berlin."  # a fence makes no prose code
+    prose = "The Eiffel Tower is in Paris. It opened in 1889."
+    assert prefixes.parts(prose) == ["The Eiffel Tower is in Paris.", prose]
+
+
 def test_a_note_after_a_wrong_answer_cannot_vouch_for_it():
     check = Check(Claim(f"{WRONG} {NOTE}"), (Evidence("The Eiffel Tower is in Paris."),))
     engine = FakeEngine(responder=gullible)

@@ -10,12 +10,14 @@ hallucinated. A sentence is then judged at least once without anything written a
 to an answer can make the answer look worse, never better, and one that makes it look worse is itself a
 statement no passage backs.
 
-A text of one sentence is one call, as before; the named sets' claims and short answers are nearly all one
+A text of one sentence is one call, as before, and so is code (:func:`is_code`: a program's "sentences" are no
+statements a note could follow); the named sets' claims and short answers are nearly all one
 sentence (2-6 % of their dev items have more), response-level sets cost up to :data:`MAX_PARTS` calls an item.
 """
 
 from __future__ import annotations
 
+import ast
 from dataclasses import replace
 from typing import TYPE_CHECKING, Sequence
 
@@ -32,11 +34,22 @@ if TYPE_CHECKING:
 MAX_PARTS = 4
 
 
+def is_code(text: str) -> bool:
+    """Whether ``text`` is a program rather than prose: it parses as Python with a statement that is more than
+    an expression (prose does not parse; a lone phrase is one expression). Prose around a fenced block is still
+    prose: a fence cannot shield a sentence from being judged alone."""
+    try:
+        tree = ast.parse(text)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return False
+    return any(not isinstance(node, ast.Expr) for node in tree.body)
+
+
 def parts(text: str) -> list[str]:
     """The prefixes of ``text`` that are judged, shortest first, the whole text last (``[text]`` for a text of
-    one sentence)."""
+    one sentence, and for code)."""
     ends = [end for _, end in sentence_spans(text)]
-    if len(ends) <= 1:
+    if len(ends) <= 1 or is_code(text):
         return [text]
     return [text[:end] for end in ends[-MAX_PARTS:-1]] + [text]
 
