@@ -44,7 +44,7 @@ def agreement(a: dict[str, dict], b: dict[str, dict], ids: list[str]) -> dict:
     b_right = sum(pb[k] == y[k] and pa[k] != y[k] for k in range(len(both)))
     return {"n": len(ids), "decided_in_both": len(both), "same": same, "agreement": same / len(both) if both else None,
             "balacc_a": balanced_accuracy(y, pa, None), "balacc_b": balanced_accuracy(y, pb, None),
-            "diff_ci": percentile_ci([d for d in diffs if d == d]), "a_right": a_right, "b_right": b_right}
+            "diff_ci": percentile_ci(diffs), "a_right": a_right, "b_right": b_right}
 
 
 def main() -> None:
@@ -63,7 +63,8 @@ def main() -> None:
     for name, ids in [(s, [i for i in common if a[i]["dataset"] == s]) for s in sets] + [("all", common)]:
         r = agreement(a, b, ids)
         lo, hi = r["diff_ci"]
-        print(f"| {name} | {r['n']} | {r['decided_in_both']} | {r['same']} ({r['agreement']:.1%}) | "
+        share = "–" if r["agreement"] is None else f"{r['agreement']:.1%}"
+        print(f"| {name} | {r['n']} | {r['decided_in_both']} | {r['same']} ({share}) | "
               f"{r['balacc_a']:.3f} | {r['balacc_b']:.3f} | {r['balacc_a'] - r['balacc_b']:+.3f} [{lo:+.3f}, {hi:+.3f}] | "
               f"{r['a_right']} | {r['b_right']} |")
 

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Sequence
 from halucheck.records import Check, Verdict
 from halucheck.text import sentence_spans
 from halucheck.verifiers.scoring import p_hallucinated
+from halucheck.verifiers.tools.code_source import _parse
 
 if TYPE_CHECKING:
     from halucheck.engines.pool import EnginePool
@@ -38,11 +39,8 @@ def is_code(text: str) -> bool:
     """Whether ``text`` is a program rather than prose: it parses as Python with a statement that is more than
     an expression (prose does not parse; a lone phrase is one expression). Prose around a fenced block is still
     prose: a fence cannot shield a sentence from being judged alone."""
-    try:
-        tree = ast.parse(text)
-    except (SyntaxError, ValueError, RecursionError, MemoryError):
-        return False
-    return any(not isinstance(node, ast.Expr) for node in tree.body)
+    tree = _parse(text)
+    return tree is not None and any(not isinstance(node, ast.Expr) for node in tree.body)
 
 
 def parts(text: str) -> list[str]:
@@ -54,20 +52,23 @@ def parts(text: str) -> list[str]:
     return [text[:end] for end in ends[-MAX_PARTS:-1]] + [text]
 
 
+def judged_parts(verifier: "Verifier", text: str) -> list[str]:
+    """What ``verifier`` is shown of ``text``: its :func:`parts`, or the text whole for a tool check
+    (``reads_prose`` False: it reads the whole answer, its final result, its code)."""
+    return parts(text) if verifier.reads_prose else [text]
+
+
 def verify(verifier: "Verifier", checks: Sequence[Check], engines: "EnginePool | None") -> list[Verdict]:
-    """One verdict per check, each text judged by its :func:`parts` in one ``verifier.verify`` call (a tool check,
-    ``reads_prose`` False, judges each text whole).
+    """One verdict per check, each text judged by its :func:`judged_parts` in one ``verifier.verify`` call.
 
     The verdict of a text is its part's most likely hallucinated verdict. A part with no verdict (a reply
     that failed) leaves the text undecided, unless another part was found hallucinated: that verdict stands
     whatever the missing one would have said. A verdict taken from a shorter part says so (``judged``).
     """
-    if not verifier.reads_prose:  # a tool check reads the whole answer: its final result, its code
-        return verifier.verify(checks, engines)
     units: list[Check] = []
     owner: list[int] = []
     for i, check in enumerate(checks):
-        for part in parts(check.claim.text):
+        for part in judged_parts(verifier, check.claim.text):
             units.append(replace(check, claim=replace(check.claim, text=part)) if part != check.claim.text else check)
             owner.append(i)
     verdicts = verifier.verify(units, engines)
