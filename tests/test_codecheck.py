@@ -32,6 +32,7 @@ COUNT_UP = '''def count_up(n: int) -> list:
 '''
 RIGHT = "def count_up(n: int) -> list:\n    return list(range(1, n + 1))\n"
 OFF_BY_ONE = "def count_up(n: int) -> list:\n    return list(range(1, n))\n"
+UNTYPED = COUNT_UP.replace("n: int) -> list", "n)")  # nothing says that n is a number
 SOLUTIONS = [
     "def count_up(n):\n    return list(range(1, n + 1))\n",
     "def count_up(n):\n    out, i = [], 1\n    while i <= n:\n        out.append(i)\n        i += 1\n    return out\n",
@@ -69,6 +70,8 @@ def code_claim(answer, task=COUNT_UP, **meta):
 def verify(checks, engine, **settings):
     """The code check on ``checks``; only the first round of solutions unless ``max_solutions`` says more."""
     settings.setdefault("max_solutions", 3)
+    settings.setdefault("typed", 0)  # typed draws and edge cases have tests of their own
+    settings.setdefault("edges", 0)
     verifier = get_verifier("code")
     for key, value in settings.items():
         setattr(verifier, key, value)
@@ -470,13 +473,14 @@ def test_inputs_every_program_refuses_alike_are_written_again_once():
     def respond(request):
         if request.tag == "code:tests":
             asked.append(request.messages[-1]["content"])
-            return {"inputs": ["[1, 2, 3], 4", "[5]"] if len(asked) == 1 else ["3", "0"]}
+            return {"inputs": ["[1, 2, 3], 4", "'abc'"] if len(asked) == 1 else ["3", "0"]}
         return f"```python\n{SOLUTIONS[request.sampling.seed // codecheck.SEED_STEP - 1]}```"
 
     eng = FakeEngine(responder=respond)
-    verifier, (v,) = verify([code_claim(OFF_BY_ONE)], eng)
+    verifier, (v,) = verify([code_claim(OFF_BY_ONE, task=UNTYPED)], eng)
     assert len(asked) == 2 and "TypeError" in asked[1] and '"[1, 2, 3], 4"' not in asked[1]
-    assert "count_up([1, 2, 3], 4)" in asked[1] and "[5]" in asked[1] and "TypeError" not in asked[0]
+    # two arguments for one parameter is no input at all: dropped before anything runs, never shown again
+    assert "count_up('abc')" in asked[1] and "[1, 2, 3], 4" not in asked[1] and "TypeError" not in asked[0]
     assert v.factuality is False and verifier.costs["code"].llm_calls == 5  # two tests replies, three solutions
     out = lines(v)
     assert "written again: every program raised TypeError" in out[0]
@@ -484,21 +488,23 @@ def test_inputs_every_program_refuses_alike_are_written_again_once():
     # inputs the programs run, even with an error here and there, are kept: nothing is asked again
     crash = "def count_up(n):\n    raise ValueError(n)\n"
     eng = scripted(["3", "[1]"], [SOLUTIONS[0], SOLUTIONS[1], crash])
-    verify([code_claim(OFF_BY_ONE)], eng)
+    verify([code_claim(OFF_BY_ONE, task=UNTYPED)], eng)
     assert sum(r.tag == "code:tests" for r in eng.requests) == 1
 
 
 @needs_sandbox
 def test_inputs_that_wrap_the_arguments_in_one_list_are_read_as_meant_without_asking_again():
     # count_up takes one number: "[1, 2, 3]" lists three inputs
-    eng = scripted(["[1, 2, 3]", "[4]"], SOLUTIONS)
-    verifier, (v,) = verify([code_claim(OFF_BY_ONE)], eng)
-    assert sum(r.tag == "code:tests" for r in eng.requests) == 1 and verifier.costs["code"].llm_calls == 4
-    out = lines(v)
-    assert "read as their arguments wrapped in one list: every program raised TypeError" in out[0]
-    assert [line.split(":")[0] for line in out[1:5]] == ["[1] count_up(1)", "[2] count_up(2)", "[3] count_up(3)",
-                                                         "[4] count_up(4)"]
-    assert v.factuality is False  # off by one on every input
+    # untyped, they are read again once every program has raised TypeError on them; typed (n: int), at once
+    for task, said in ((UNTYPED, True), (COUNT_UP, False)):
+        eng = scripted(["[1, 2, 3]", "[4]"], SOLUTIONS)
+        verifier, (v,) = verify([code_claim(OFF_BY_ONE, task=task)], eng)
+        assert sum(r.tag == "code:tests" for r in eng.requests) == 1 and verifier.costs["code"].llm_calls == 4
+        out = lines(v)
+        assert ("read as their arguments wrapped in one list: every program raised TypeError" in out[0]) is said
+        assert [line.split(":")[0] for line in out[1:5]] == ["[1] count_up(1)", "[2] count_up(2)", "[3] count_up(3)",
+                                                             "[4] count_up(4)"]
+        assert v.factuality is False  # off by one on every input
     # a two-parameter function: "[3, 4]" is its two arguments
     task = 'def add(a: int, b: int) -> int:\n    """Return a + b."""\n'
     eng = scripted(["[3, 4]", "[10, -2]"], ["def add(a, b):\n    return a + b\n"] * 3)
@@ -515,3 +521,138 @@ def test_reshaped_reads_a_list_as_the_arguments_or_as_several_inputs():
     assert reshaped("f([1, 2])", "f", (1, 1)) == ["f(1)", "f(2)"]
     assert reshaped("f([1, 2, 3])", "f", (2, 2)) == []  # three items for two parameters
     assert reshaped("f([1], 2)", "f", (2, 2)) == [] and reshaped("f([])", "f", (1, 1)) == []
+
+
+# ---------------------------------------------------------------- inputs fitted to the parameters' types
+
+
+def test_types_come_from_annotations_then_from_the_model():
+    from halucheck.verifiers.tools.code_inputs import Param, parameters_of, type_of, with_declared
+    import ast as _ast
+
+    ann = lambda text: _ast.parse(text, mode="eval").body  # noqa: E731
+    assert [type_of(ann(t)) for t in ("int", "List[int]", "list[str]", "typing.List[List[int]]", "Dict[str, int]",
+                                      "Optional[int]", "Tuple[int, int]")] == [
+        "int", "list[int]", "list[str]", "list[list[int]]", "dict", "any", "tuple"]
+    params = parameters_of(["def f(a, b: str, c=2):\n    pass\n"], "f")
+    assert params == [Param("a", False, "any"), Param("b", False, "str"), Param("c", True, "any")]
+    assert parameters_of(["def f(*xs):\n    pass\n"], "f") is None
+    # by name; an annotation is never overridden; an unknown type is no declaration
+    typed = with_declared(params, [{"name": "a", "type": "int"}, {"name": "b", "type": "int"},
+                                   {"name": "c", "type": "set[int]"}])
+    assert [p.type for p in typed] == ["int", "str", "any"]
+    # by position when the model named as many parameters, under other names
+    assert [p.type for p in with_declared(params, [{"name": "x", "type": "list[int]"}, {"name": "y", "type": "str"},
+                                                    {"name": "z", "type": "bool"}])] == ["list[int]", "str", "bool"]
+    assert with_declared(params, "int") == params
+
+
+def test_calls_fit_the_parameters_or_are_read_as_meant_or_dropped():
+    from halucheck.verifiers.tools.code_inputs import Param, call_fits, fit_call, fits
+
+    assert fits(3, "float") and not fits(True, "int") and not fits(2.5, "int") and fits([[1], []], "list[list[int]]")
+    assert not fits([1, "a"], "list[int]") and fits((1,), "tuple") and fits({"a": 1}, "dict") and fits(None, "any")
+    add = [Param("x", False, "int"), Param("y", False, "int")]
+    assert call_fits("add(1, 2)", add) and call_fits("add(1, y=2)", add)
+    assert not call_fits("add([1, 2, 3], 4)", add) and not call_fits("add(1)", add)
+    assert not call_fits("add(1, 2, 3)", add) and not call_fits("add(1, z=2)", add)
+    assert not call_fits("add(1, x=2)", add)  # x twice
+    assert fit_call("add([3, 4])", "add", add) == ["add(3, 4)"]
+    assert fit_call("add([1, 2, 3], 4)", "add", add) == []
+    one = [Param("n", False, "int")]
+    assert fit_call("f([1, 2, 3])", "f", one) == ["f(1)", "f(2)", "f(3)"]
+    assert fit_call("f(['a'])", "f", one) == []
+    assert fit_call("f([1, 2])", "f", None) == ["f([1, 2])"]  # no parameters known: nothing to check against
+    untyped = [Param("a", False), Param("b", False), Param("c", False)]
+    assert fit_call("t([3, 4, 5])", "t", untyped) == ["t(3, 4, 5)"]  # the count alone says how to read it
+
+
+def test_typed_draws_and_edge_cases():
+    from halucheck.verifiers.tools.code_inputs import Param, edge_calls, typed_calls
+    from halucheck.verifiers.tools.code_source import parse_call
+
+    add = [Param("x", False, "int"), Param("y", False, "int")]
+    drawn = typed_calls("add", add, 4)
+    assert len(drawn) == 4 and len(set(drawn)) == 4 and all(parse_call(c, "add") == c for c in drawn)
+    assert typed_calls("add", add, 3, seen=drawn[:1]) == drawn[1:4]
+    assert typed_calls("f", [Param("a", False), Param("b", False, "int")], 3) == []  # a is of no known type
+    assert typed_calls("f", [Param("a", False, "str"), Param("b", True)], 2) == ["f('hello')", "f('Hello World')"]
+    edges = edge_calls("f", ["f([3, 1, 2], 'ab')", "f([5], 'c')"], 6)
+    assert edges[:2] == ["f([], 'ab')", "f([], 'c')"]  # the first change of each call, then the next ones
+    assert all(parse_call(c, "f") == c for c in edges) and len(set(edges)) == 6
+    assert "f([3, 1, 2], 'ab')" not in edges and edge_calls("f", [], 5) == []
+    # a negative number only where an input already has one
+    assert not any("-" in c for c in edge_calls("g", ["g(4)"], 10))
+    assert "g(-4)" in edge_calls("g", ["g(4)", "g(-1)"], 10)
+
+
+ADD = '''def add(x: int, y: int) -> int:
+    """Add two integers."""
+'''
+ADD_SOLUTIONS = ["def add(x, y):\n    return x + y\n", "def add(x, y):\n    return sum([x, y])\n",
+                 "def add(x, y):\n    return y + x\n"]
+
+
+@needs_sandbox
+def test_inputs_that_do_not_fit_the_types_are_dropped_and_typed_draws_fill_in():
+    # every written input wraps a list where add takes two integers: before, no input was usable
+    eng = scripted(["[1, 2, 3], 4", "[5, 6, 7], 8"], ADD_SOLUTIONS)
+    _, (right, wrong) = verify([code_claim("def add(x, y):\n    return x + y\n", task=ADD),
+                                code_claim("def add(x, y):\n    return x - y if y > 5 else x + y\n", task=ADD)],
+                               eng, typed=5)
+    out = lines(right)
+    assert "Dropped 2 test inputs that do not fit the parameters (x: int, y: int): add([1, 2, 3], 4); add([5, 6, 7], 8)." in out[0]
+    assert "on 5 test inputs" in out[0] and all("(drawn for the types)" in line for line in out[1:6])
+    assert right.factuality is True and out[-1] == "Agreed on all 5 usable inputs."
+    assert wrong.factuality is False  # y > 5 among the draws
+    # the model's declared types do the same for a task without annotations
+    untyped = ADD.replace("x: int, y: int) -> int", "x, y")
+    eng = scripted(None, ADD_SOLUTIONS)
+    eng.responder = lambda r: ({"parameters": [{"name": "x", "type": "int"}, {"name": "y", "type": "int"}],
+                                "inputs": ["[1, 2, 3], 4", "12, 34"]} if r.tag == "code:tests"
+                               else f"```python\n{ADD_SOLUTIONS[r.sampling.seed // codecheck.SEED_STEP - 1]}```")
+    _, (v,) = verify([code_claim("def add(x, y):\n    return x + y\n", task=untyped)], eng, typed=5)
+    out = lines(v)
+    assert "do not fit the parameters (x: int, y: int): add([1, 2, 3], 4)." in out[0]
+    assert out[1].startswith("[1] add(12, 34): reference 46") and v.factuality is True
+
+
+FIRST = '''def first(xs: list):
+    """Return the first element of xs, or None when xs is empty."""
+'''
+
+
+@needs_sandbox
+def test_edge_cases_catch_what_the_written_inputs_miss_and_count_only_when_every_solution_agrees():
+    solutions = ["def first(xs):\n    return xs[0] if xs else None\n",
+                 "def first(xs):\n    return None if not xs else xs[0]\n",
+                 "def first(xs):\n    for x in xs:\n        return x\n    return None\n"]
+    crashes_on_empty = "def first(xs):\n    return xs[0]\n"
+    eng = scripted(["[1, 2]", "[3]"], solutions)
+    _, (v,) = verify([code_claim(crashes_on_empty, task=FIRST)], eng, edges=3)
+    out = lines(v)
+    assert out[3] == "[3] first([]) (edge case): reference None (3 of 3 solutions); answer error IndexError: CRASHED"
+    assert v.factuality is False and v.error_severity == codecheck.SEVERITY_CRASH
+    # solutions that split on an edge case leave it out, and never cost another solution
+    split = [solutions[0], solutions[1], "def first(xs):\n    return xs[0] if xs else []\n"]
+    eng = scripted(["[1, 2]", "[3]"], split)
+    verifier, (v,) = verify([code_claim(crashes_on_empty, task=FIRST)], eng, edges=3, max_solutions=7)
+    assert lines(v)[3].startswith("[3] first([]) (edge case): an edge case with 2 of 3 solutions agreeing")
+    assert v.factuality is True and sum(r.tag == "code:solution" for r in eng.requests) == 3
+
+
+@needs_sandbox
+def test_a_thin_reference_against_the_answer_must_hold_when_more_solutions_are_asked():
+    # 2 of 3 solutions against the answer, the third returns the answer's output: two more are asked
+    wrong = "def count_up(n):\n    return list(range(1, n))\n"
+    eng = scripted(["3"], [SOLUTIONS[0], SOLUTIONS[1], wrong, wrong, SOLUTIONS[2]])
+    verifier, (v,) = verify([code_claim(OFF_BY_ONE)], eng, max_solutions=7)
+    assert sum(r.tag == "code:solution" for r in eng.requests) == 5
+    # 3 of 5 is a majority, but two solutions return the answer's own output: no reference stands against it
+    assert lines(v)[1] == ("[1] count_up(3): 2 solutions return the answer's output ([1, 2, 3], [1, 2, 3], [1, 2], "
+                           "[1, 2], [1, 2, 3]); answer [1, 2]: skipped")
+    assert v.factuality is None
+    # the same majority with no solution on the answer's side stands after the first three
+    eng = scripted(["3"], SOLUTIONS)
+    verifier, (v,) = verify([code_claim(OFF_BY_ONE)], eng, max_solutions=7)
+    assert v.factuality is False and sum(r.tag == "code:solution" for r in eng.requests) == 3

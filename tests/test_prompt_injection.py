@@ -97,7 +97,7 @@ def test_claim_extraction_query_and_code_prompts_keep_their_structure_under_inje
         assert DATA_RULE in claims[stage]["system"].render()
     code = load("codecheck")
     for section in ("tests", "solution"):
-        ctx = {"entry": "f", "signature": "f(x)", "k": 3}
+        ctx = {"entry": "f", "signature": "f(x)", "k": 3, "types": "\"int\", \"str\""}
         forged = code[section]["task"].render(task=FORGED, **ctx)
         assert structure(forged) == structure(code[section]["task"].render(task=PLAIN, **ctx))
         # a code task is shown as written ("return True if ..." is the task): as data, never as structure

@@ -70,6 +70,7 @@ from halucheck.errors import ConfigError
 from halucheck.prompts import load as load_prompts
 from halucheck.records import Check, Turn, Verdict
 from halucheck.verifiers.base import Cost, Verifier, failed_verdict, failed_with_reason, turn_tokens
+from halucheck.verifiers.tools.code_inputs import TYPES, Param, edge_calls, fit_call, parameters_of, typed_calls, with_declared
 from halucheck.verifiers.tools.code_run import Output, _short, reference_of, run_program
 from halucheck.verifiers.tools.code_source import (
     MAX_CODE_CHARS,
@@ -109,7 +110,10 @@ class _Task:
     setup: str | None
     requests: list[int]  # indices into the replies of every round: tests first, then the solutions
     calls: list[str] | None = None
+    origins: list[str] = field(default_factory=list)  # per call: "example", "model", "typed" or "edge"
     examples: int = 0  # the first calls are the examples the task states
+    params: list[Param] | None = None  # the function's parameters, typed by the task or the model
+    unfit: list[str] = field(default_factory=list)  # inputs written that do not fit the parameters
     tests_error: str | None = None
     solutions: list[str | None] = field(default_factory=list)  # each solution's program, None when invalid
     solution_errors: list[str | None] = field(default_factory=list)
@@ -127,6 +131,8 @@ class CodeCheck(Verifier):
     reads_prose = False
     uses_llm = True
     tests = 5  # test inputs asked for (FacTool generated 3)
+    typed = 5  # at most this many inputs drawn for the parameters' types, filling in up to `tests` inputs
+    edges = 5  # edge cases made from the inputs that fit (code_inputs.edge_calls)
     solutions = 3  # independent solutions asked for first (FacTool: 3); the reference needs more than half
     more = 2  # asked for next, while an input has outputs but no majority or no input has a reference
     max_solutions = 7
@@ -141,7 +147,7 @@ class CodeCheck(Verifier):
         return 1 + self.solutions
 
     def describe(self) -> dict:
-        return {"code": {"tests": self.tests, "solutions": self.solutions, "more": self.more,
+        return {"code": {"tests": self.tests, "typed": self.typed, "edges": self.edges, "solutions": self.solutions, "more": self.more,
                          "max_solutions": self.max_solutions, "max_examples": self.max_examples,
                          "input_timeout_s": self.input_timeout_s,
                          "sample_temperature": self.options.sample_temperature,
@@ -159,12 +165,16 @@ class CodeCheck(Verifier):
     def _messages(self, section: str, work: _Task) -> tuple[dict, ...]:
         p = load_prompts("codecheck")[section]
         ctx = {"task": work.task.strip("\n"), "entry": work.entry, "signature": work.signature, "k": self.tests,
+               "types": ", ".join(f'"{t}"' for t in TYPES),
                "rejected": work.rejected, "rejected_with": work.rejected_with}
         return ({"role": "system", "content": p["system"].render(**ctx)},
                 {"role": "user", "content": p["task"].render(**ctx)})
 
     def _tests_request(self, work: _Task) -> Request:
-        schema = {"type": "object", "additionalProperties": False, "required": ["inputs"], "properties": {
+        parameter = {"type": "object", "additionalProperties": False, "required": ["name", "type"],
+                     "properties": {"name": {"type": "string"}, "type": {"enum": list(TYPES)}}}
+        schema = {"type": "object", "additionalProperties": False, "required": ["parameters", "inputs"], "properties": {
+            "parameters": {"type": "array", "maxItems": 8, "items": parameter},
             "inputs": {"type": "array", "minItems": 1, "maxItems": self.tests,
                        "items": {"type": "string"}}}}
         return Request(messages=self._messages("tests", work), schema=schema,
@@ -244,7 +254,8 @@ class CodeCheck(Verifier):
                 w.runs = []
             self._run_all(again)
         while True:  # more solutions where an input has outputs but no majority yet
-            todo = {i: w for i, w in works.items() if len(w.solutions) < self.max_solutions and self._undecided(w)}
+            todo = {i: w for i, w in works.items() if len(w.solutions) < self.max_solutions
+                    and (self._undecided(w) or self._challenged(w))}
             if not todo:
                 break
             batch, unique, first = [], {}, {}
@@ -279,6 +290,8 @@ class CodeCheck(Verifier):
         reply held no code vote for nothing: the task would go undecided)."""
         referenced = 0
         for t in range(len(work.calls or [])):
+            if work.origins[t] == "edge":  # an edge case may be outside what the task allows: never worth a call
+                continue
             outputs = [run[t] for run in work.runs[1:] if run]
             ref = reference_of(outputs, len(work.solutions))[0]
             if ref is None and any(o.value is not None for o in outputs):
@@ -286,18 +299,50 @@ class CodeCheck(Verifier):
             referenced += ref is not None
         return bool(work.calls) and not referenced
 
+    def _reference(self, work: _Task, t: int) -> tuple[str | None, int, str | None]:
+        """Input ``t``'s reference, its votes, and why an input with a majority is left out: an edge case counts
+        only where every solution that ran returns the same (it may lie outside what the task allows, where
+        the answer need not do anything), and no reference stands against the answer where two solutions
+        or more return the answer's own output (a majority of a small model's solutions is no proof)."""
+        outputs = [run[t] for run in work.runs[1:] if run]
+        ref, votes = reference_of(outputs, len(work.solutions) or self.solutions)
+        if ref is None:
+            return None, votes, None
+        ran = sum(s is not None for s in work.solutions)
+        if work.origins[t] == "edge" and votes < max(3, ran):
+            return None, votes, f"an edge case with {votes} of {ran} solutions agreeing: counted only when all do"
+        answer = work.runs[0][t] if work.runs and t < len(work.runs[0]) else Output(error="not run")
+        same = sum(o.value == answer.value for o in outputs) if answer.value not in (None, ref) else 0
+        if same >= 2:
+            return None, votes, f"{same} solutions return the answer's output"
+        return ref, votes, None
+
+    def _challenged(self, work: _Task) -> bool:
+        """Whether a reference that contradicts the answer is thin: fewer than three votes, or a solution that
+        returns the answer's own output. More solutions then decide whether it holds (as the math check asks
+        more programs)."""
+        for t in range(len(work.calls or [])):
+            ref, votes, _ = self._reference(work, t)
+            answer = work.runs[0][t] if work.runs and t < len(work.runs[0]) else Output(error="not run")
+            if ref is None or answer.value == ref:
+                continue
+            if votes < 3 or any(run[t].value == answer.value for run in work.runs[1:] if run and answer.value):
+                return True
+        return False
+
     def _refuse_inputs(self, work: _Task) -> bool:
         """Whether the answer and every solution that ran raised one and the same error on every model-written
         input (not a timeout): the inputs, not the programs, are then wrong. Marks them as rejected, to be
         asked again once (never for the task's own examples, never twice)."""
-        if work.rejected or not work.calls or len(work.calls) == work.examples:
+        written = [t for t, origin in enumerate(work.origins) if origin == "model"]
+        if work.rejected or not written:
             return False
         runs = [run for run in work.runs if run]
-        errors = {o.error for run in runs for o in run[work.examples:]}
+        errors = {run[t].error for run in runs for t in written}
         error = next(iter(errors)) if len(errors) == 1 else None
         if len(runs) < 2 or error is None or error.startswith(("Timeout", "killed", "not run", "no output")):
             return False
-        work.rejected, work.rejected_with = list(work.calls[work.examples:]), error
+        work.rejected, work.rejected_with = [work.calls[t] for t in written], error
         return True
 
     def _reshape(self, work: _Task) -> bool:
@@ -310,29 +355,55 @@ class CodeCheck(Verifier):
         calls = [reshaped(c, work.entry, arity) for c in work.rejected]
         if not all(calls):
             return False
-        examples = (work.calls or [])[: work.examples]
-        fresh = list(dict.fromkeys(c for group in calls for c in group if c not in examples))
-        work.calls, work.reshaped = examples + fresh[: self.tests], True
+        self._set_calls(work, list(dict.fromkeys(c for group in calls for c in group)))
+        work.reshaped = True
         return True
 
     def _read_tests(self, work: _Task, tests: Result) -> None:
-        """The calls to run: the examples the task states, then the test inputs the model wrote (invalid ones
-        are noted, never raised)."""
-        calls = examples_of(work.task, work.entry)[: self.max_examples]
-        work.examples, work.dropped, work.tests_error = len(calls), [], None
+        """The calls to run: the examples the task states, the test inputs the model wrote that fit the
+        parameters (as typed by the task, else by the model's reply; invalid ones are noted, never raised),
+        typed draws for those that do not, then edge cases made from them."""
+        work.dropped, work.unfit, work.tests_error = [], [], None
+        written: list = []
+        declared = None
         if not tests.ok:
             work.tests_error = f"the test inputs reply was invalid ({tests.error})"
-        else:
-            written = tests.parsed.get("inputs", []) if isinstance(tests.parsed, dict) else []
-            for text in written:
-                call = parse_call(text, work.entry) if isinstance(text, str) else None
-                if call is None:
-                    work.dropped.append(str(text))
-                elif call not in calls:
-                    calls.append(call)
-        work.calls = calls[: work.examples + self.tests]
+        elif isinstance(tests.parsed, dict):
+            written, declared = tests.parsed.get("inputs", []), tests.parsed.get("parameters")
+        params = parameters_of([work.task, work.program], work.entry)
+        work.params = with_declared(params, declared) if params is not None else None
+        calls: list[str] = []
+        for text in written:
+            call = parse_call(text, work.entry) if isinstance(text, str) else None
+            if call is None:
+                work.dropped.append(str(text))
+                continue
+            fitted = fit_call(call, work.entry, work.params)
+            if not fitted:
+                work.unfit.append(call)
+            calls += fitted
+        self._set_calls(work, calls)
         if not work.calls:
             work.tests_error = work.tests_error or "none of the test inputs written was literal arguments"
+
+    def _set_calls(self, work: _Task, written: list[str]) -> None:
+        """``work.calls``: the task's examples, then ``written`` (each once), then typed draws up to
+        :attr:`tests` inputs, then up to :attr:`edges` edge cases of all those."""
+        calls = examples_of(work.task, work.entry)[: self.max_examples]
+        work.examples = len(calls)
+        origins = ["example"] * len(calls)
+        for origin, group in (("model", written), ("typed", None), ("edge", None)):
+            if origin == "typed":
+                k = min(self.typed, self.tests - origins.count("model"))
+                group = typed_calls(work.entry, work.params, k, calls) if k > 0 else []
+            elif origin == "edge":
+                group = edge_calls(work.entry, calls, self.edges, calls) if self.edges else []
+            for call in group:
+                call = parse_call(call, work.entry)  # drawn values are literals too: checked the same way
+                if call is not None and call not in calls and (origin != "model" or origins.count("model") < self.tests):
+                    calls.append(call)
+                    origins.append(origin)
+        work.calls, work.origins = calls, origins
 
     def _read_solutions(self, work: _Task, results: list[Result]) -> None:
         """Solution programs from their replies (an invalid one is noted and runs nowhere)."""
@@ -380,6 +451,10 @@ class CodeCheck(Verifier):
             head += (f" Dropped {len(work.dropped)} test input{'s' if len(work.dropped) > 1 else ''} that "
                      f"{'are' if len(work.dropped) > 1 else 'is'} not literal arguments: "
                      + "; ".join(_short(d, 40) for d in work.dropped) + ".")
+        if work.unfit:
+            typed = ", ".join(f"{p.name}: {p.type}" for p in work.params or [])
+            head += (f" Dropped {len(work.unfit)} test input{'s' if len(work.unfit) > 1 else ''} that do not fit the "
+                     f"parameters ({typed}): " + "; ".join(_short(c, 40) for c in work.unfit) + ".")
         if work.rejected:
             how = ("read as their arguments wrapped in one list" if work.reshaped else "written again")
             head += (f" The first test inputs ({'; '.join(_short(c, 40) for c in work.rejected)}) were {how}: "
@@ -393,13 +468,14 @@ class CodeCheck(Verifier):
         usable, wrong, crashed = [], [], []
         for t, call in enumerate(calls):
             outputs = [runs_k[t] for runs_k in solution_runs if runs_k]
-            ref, votes = reference_of(outputs, n)
+            ref, votes, left_out = self._reference(work, t)
             answer = answer_runs[t] if t < len(answer_runs) else Output(error="not run")
-            shown_call = _short(call)
+            shown_call = _short(call) + {"typed": " (drawn for the types)", "edge": " (edge case)"}.get(
+                work.origins[t] if t < len(work.origins) else "", "")
             if ref is None:
                 seen = ", ".join(o.shown() for o in outputs) or "none ran"
-                lines.append(f"[{t + 1}] {shown_call}: no majority among the solutions ({seen}); "
-                             f"answer {answer.shown()}: skipped")
+                why = left_out or "no majority among the solutions"
+                lines.append(f"[{t + 1}] {shown_call}: {why} ({seen}); answer {answer.shown()}: skipped")
                 continue
             usable.append(t)
             if answer.value == ref:
