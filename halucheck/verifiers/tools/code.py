@@ -94,6 +94,7 @@ ROLE = "initial"
 SEVERITY_WRONG = 3  # runs, but returns something other than the reference
 SEVERITY_CRASH = 4  # raises, times out or does not load where the reference has a value
 SEED_STEP = 100  # solution j is sampled with seed + SEED_STEP * (j + 1)
+DRAWN = ("typed", "edge")  # inputs no model wrote (code_inputs): a reference on them needs every solution
 
 
 # ---------------------------------------------------------------- the verifier
@@ -287,30 +288,38 @@ class CodeCheck(Verifier):
     def _undecided(self, work: _Task) -> bool:
         """Whether more solutions could decide: an input has outputs from the solutions but none with a
         majority of those asked for, or no input has a reference at all (solutions that crashed or whose
-        reply held no code vote for nothing: the task would go undecided)."""
+        reply held no code vote for nothing: the task would go undecided). Drawn inputs and edge cases may lie
+        outside what the task allows: a split on one of them is never worth a call."""
         referenced = 0
         for t in range(len(work.calls or [])):
-            if work.origins[t] == "edge":  # an edge case may be outside what the task allows: never worth a call
+            referenced += self._majority(work, t)[0] is not None
+            if work.origins[t] in DRAWN:
                 continue
             outputs = [run[t] for run in work.runs[1:] if run]
-            ref = reference_of(outputs, len(work.solutions))[0]
-            if ref is None and any(o.value is not None for o in outputs):
+            if reference_of(outputs, len(work.solutions))[0] is None and any(o.value is not None for o in outputs):
                 return True
-            referenced += ref is not None
         return bool(work.calls) and not referenced
 
-    def _reference(self, work: _Task, t: int) -> tuple[str | None, int, str | None]:
-        """Input ``t``'s reference, its votes, and why an input with a majority is left out: an edge case counts
-        only where every solution that ran returns the same (it may lie outside what the task allows, where
-        the answer need not do anything), and no reference stands against the answer where two solutions
-        or more return the answer's own output (a majority of a small model's solutions is no proof)."""
+    def _majority(self, work: _Task, t: int) -> tuple[str | None, int, str | None]:
+        """Input ``t``'s majority output among the solutions, its votes, and why a majority is left out: on a
+        drawn input or an edge case it must be every solution that ran (such an input may lie outside what the
+        task allows, where the answer need not do anything)."""
         outputs = [run[t] for run in work.runs[1:] if run]
         ref, votes = reference_of(outputs, len(work.solutions) or self.solutions)
-        if ref is None:
-            return None, votes, None
         ran = sum(s is not None for s in work.solutions)
-        if work.origins[t] == "edge" and votes < max(3, ran):
-            return None, votes, f"an edge case with {votes} of {ran} solutions agreeing: counted only when all do"
+        if ref is not None and work.origins[t] in DRAWN and votes < max(3, ran):
+            what = "an edge case" if work.origins[t] == "edge" else "a drawn input"
+            return None, votes, f"{what} with {votes} of {ran} solutions agreeing: counted only when all do"
+        return ref, votes, None
+
+    def _reference(self, work: _Task, t: int) -> tuple[str | None, int, str | None]:
+        """Input ``t``'s reference, its votes, and why it has none although it may have a majority
+        (:meth:`_majority`): no reference stands against the answer where two solutions or more return the
+        answer's own output (a majority of a small model's solutions is no proof)."""
+        ref, votes, why = self._majority(work, t)
+        if ref is None:
+            return None, votes, why
+        outputs = [run[t] for run in work.runs[1:] if run]
         answer = work.runs[0][t] if work.runs and t < len(work.runs[0]) else Output(error="not run")
         same = sum(o.value == answer.value for o in outputs) if answer.value not in (None, ref) else 0
         if same >= 2:
