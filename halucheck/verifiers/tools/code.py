@@ -10,7 +10,10 @@ signature with its docstring, as in HumanEval, or a description). :class:`CodeCh
    request each, a seed apiece, free text whose code block is the solution: a small model writing code
    inside a JSON string breaks it). Identical requests (answers to the same task) are sent once. The calls
    the task itself states as examples (``>>> f(2)``, ``f([1]) == 3``; :func:`~halucheck.verifiers.tools.code_source.examples_of`,
-   at most :attr:`CodeCheck.max_examples`) come first among the inputs.
+   at most :attr:`CodeCheck.max_examples`) come first among the inputs. The reply first types the
+   parameters (the task's annotations win); written inputs that do not fit those types are dropped or read
+   as meant (:mod:`~halucheck.verifiers.tools.code_inputs`), inputs drawn from the types fill in for them (up
+   to :attr:`CodeCheck.typed`), and :attr:`CodeCheck.edges` edge cases made from the inputs that fit follow.
 2. **Execution**: the answer and every solution run in the sandbox (:func:`halucheck.verifiers.tools.sandbox.run_python`),
    one run per program with all inputs. The program run there is the fixed
    :data:`~halucheck.verifiers.tools.code_run.HARNESS`; the task, the code and the inputs reach it as JSON
@@ -21,9 +24,14 @@ signature with its docstring, as in HumanEval, or a description). :class:`CodeCh
 3. **Reference**: per input, the output that more than half of the requested solutions return (a solution
    whose reply was invalid, or that raises or times out on the input, votes for nothing). An input without
    such a majority is skipped: tied or scattered solutions, or an input most solutions reject (they raise).
+   On a drawn input or an edge case the reference must be every solution that ran (it may lie outside what
+   the task allows); and where two solutions or more return the answer's own output, no majority stands
+   against it.
    While an input has outputs but no majority, or no input has a reference at all (solutions that crashed
    or gave no code), :attr:`CodeCheck.more` solutions more are asked for and run, up to
-   :attr:`CodeCheck.max_solutions`; the majority is then of all the solutions asked for.
+   :attr:`CodeCheck.max_solutions`; the majority is then of all the solutions asked for. So too while a
+   reference that contradicts the answer is thin (fewer than three votes, or a solution on the answer's side):
+   it must hold when more solutions are asked, as the math check's programs must.
 4. **Verdict**: the answer fails when, on any input with a reference, it returns something else or
    raises, times out or does not load; it is factual when it matches the reference on every such input.
    No usable input (no valid test, or no majority anywhere) gives a failed verdict saying why, except for
