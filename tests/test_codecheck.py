@@ -563,6 +563,13 @@ def test_calls_fit_the_parameters_or_are_read_as_meant_or_dropped():
     assert fit_call("f([1, 2, 3])", "f", one) == ["f(1)", "f(2)", "f(3)"]
     assert fit_call("f(['a'])", "f", one) == []
     assert fit_call("f([1, 2])", "f", None) == ["f([1, 2])"]  # no parameters known: nothing to check against
+    from halucheck.verifiers.tools.code_inputs import read_input
+
+    brackets = [Param("brackets", False, "str")]
+    assert read_input("'(()'", "f", brackets) == (["f('(()')"], None)
+    assert read_input("(())()", "f", brackets) == (["f('(())()')"], None)  # a string written without quotes
+    assert read_input("()", "f", brackets) == (["f('()')"], None)  # not the empty tuple
+    assert read_input("[1, 2], 3", "add", add) == ([], "unfit") and read_input("x + 1", "add", add) == ([], "literal")
     untyped = [Param("a", False), Param("b", False), Param("c", False)]
     assert fit_call("t([3, 4, 5])", "t", untyped) == ["t(3, 4, 5)"]  # the count alone says how to read it
 
@@ -576,7 +583,9 @@ def test_typed_draws_and_edge_cases():
     assert len(drawn) == 4 and len(set(drawn)) == 4 and all(parse_call(c, "add") == c for c in drawn)
     assert typed_calls("add", add, 3, seen=drawn[:1]) == drawn[1:4]
     assert typed_calls("f", [Param("a", False), Param("b", False, "int")], 3) == []  # a is of no known type
-    assert typed_calls("f", [Param("a", False, "str"), Param("b", True)], 2) == ["f('hello')", "f('Hello World')"]
+    assert typed_calls("f", [Param("a", False, "float"), Param("b", True)], 2) == ["f(2.5)", "f(1.0)"]
+    # a string or a dict has a form the task sets (brackets, digits, words): never drawn
+    assert typed_calls("f", [Param("a", False, "str")], 2) == [] == typed_calls("f", [Param("a", False, "dict")], 2)
     edges = edge_calls("f", ["f([3, 1, 2], 'ab')", "f([5], 'c')"], 6)
     assert edges[:2] == ["f([], 'ab')", "f([], 'c')"]  # the first change of each call, then the next ones
     assert all(parse_call(c, "f") == c for c in edges) and len(set(edges)) == 6
@@ -637,7 +646,7 @@ def test_edge_cases_catch_what_the_written_inputs_miss_and_count_only_when_every
     split = [solutions[0], solutions[1], "def first(xs):\n    return xs[0] if xs else []\n"]
     eng = scripted(["[1, 2]", "[3]"], split)
     verifier, (v,) = verify([code_claim(crashes_on_empty, task=FIRST)], eng, edges=3, max_solutions=7)
-    assert lines(v)[3].startswith("[3] first([]) (edge case): an edge case with 2 of 3 solutions agreeing")
+    assert lines(v)[3].startswith("[3] first([]) (edge case): an edge case with 2 of the 3 working solutions agreeing")
     assert v.factuality is True and sum(r.tag == "code:solution" for r in eng.requests) == 3
 
 

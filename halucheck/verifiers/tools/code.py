@@ -24,8 +24,8 @@ signature with its docstring, as in HumanEval, or a description). :class:`CodeCh
 3. **Reference**: per input, the output that more than half of the requested solutions return (a solution
    whose reply was invalid, or that raises or times out on the input, votes for nothing). An input without
    such a majority is skipped: tied or scattered solutions, or an input most solutions reject (they raise).
-   On a drawn input or an edge case the reference must be every solution that ran (it may lie outside what
-   the task allows); and where two solutions or more return the answer's own output, no majority stands
+   On a drawn input or an edge case the reference must be that of every working solution (one that returned
+   a value somewhere), one in five aside (such an input may lie outside what the task allows); and where two solutions or more return the answer's own output, no majority stands
    against it.
    While an input has outputs but no majority, or no input has a reference at all (solutions that crashed
    or gave no code), :attr:`CodeCheck.more` solutions more are asked for and run, up to
@@ -78,7 +78,7 @@ from halucheck.errors import ConfigError
 from halucheck.prompts import load as load_prompts
 from halucheck.records import Check, Turn, Verdict
 from halucheck.verifiers.base import Cost, Verifier, failed_verdict, failed_with_reason, turn_tokens
-from halucheck.verifiers.tools.code_inputs import TYPES, Param, edge_calls, fit_call, parameters_of, typed_calls, with_declared
+from halucheck.verifiers.tools.code_inputs import TYPES, Param, edge_calls, parameters_of, read_input, typed_calls, with_declared
 from halucheck.verifiers.tools.code_run import Output, _short, reference_of, run_program
 from halucheck.verifiers.tools.code_source import (
     MAX_CODE_CHARS,
@@ -310,14 +310,16 @@ class CodeCheck(Verifier):
 
     def _majority(self, work: _Task, t: int) -> tuple[str | None, int, str | None]:
         """Input ``t``'s majority output among the solutions, its votes, and why a majority is left out: on a
-        drawn input or an edge case it must be every solution that ran (such an input may lie outside what the
-        task allows, where the answer need not do anything)."""
+        drawn input or an edge case it must be every working solution's (one that returned a value on some input;
+        one in five may dissent): such an input may lie outside what the task allows, where the answer need
+        not do anything."""
         outputs = [run[t] for run in work.runs[1:] if run]
         ref, votes = reference_of(outputs, len(work.solutions) or self.solutions)
-        ran = sum(s is not None for s in work.solutions)
-        if ref is not None and work.origins[t] in DRAWN and votes < max(3, ran):
+        working = sum(any(o.value is not None for o in run) for run in work.runs[1:])
+        if ref is not None and work.origins[t] in DRAWN and votes < max(3, working - working // 5):
             what = "an edge case" if work.origins[t] == "edge" else "a drawn input"
-            return None, votes, f"{what} with {votes} of {ran} solutions agreeing: counted only when all do"
+            return None, votes, (f"{what} with {votes} of the {working} working solutions agreeing: counted only "
+                                 "when all do, but one in five")
         return ref, votes, None
 
     def _reference(self, work: _Task, t: int) -> tuple[str | None, int, str | None]:
@@ -391,14 +393,12 @@ class CodeCheck(Verifier):
         work.params = with_declared(params, declared) if params is not None else None
         calls: list[str] = []
         for text in written:
-            call = parse_call(text, work.entry) if isinstance(text, str) else None
-            if call is None:
+            read, why = read_input(text, work.entry, work.params) if isinstance(text, str) else ([], "literal")
+            if why == "literal":
                 work.dropped.append(str(text))
-                continue
-            fitted = fit_call(call, work.entry, work.params)
-            if not fitted:
-                work.unfit.append(call)
-            calls += fitted
+            elif why == "unfit":
+                work.unfit.append(parse_call(text, work.entry) or text)
+            calls += read
         self._set_calls(work, calls)
         if not work.calls:
             work.tests_error = work.tests_error or "none of the test inputs written was literal arguments"
@@ -413,8 +413,9 @@ class CodeCheck(Verifier):
             if origin == "typed":
                 k = min(self.typed, self.tests - origins.count("model"))
                 group = typed_calls(work.entry, work.params, k, calls) if k > 0 else []
-            elif origin == "edge":
-                group = edge_calls(work.entry, calls, self.edges, calls) if self.edges else []
+            elif origin == "edge":  # made from the inputs written; from the drawn ones only where none was
+                base = [c for c, o in zip(calls, origins) if o != "typed"] or calls
+                group = edge_calls(work.entry, base, self.edges, calls) if self.edges else []
             for call in group:
                 call = parse_call(call, work.entry)  # drawn values are literals too: checked the same way
                 if call is not None and call not in calls and (origin != "model" or origins.count("model") < self.tests):

@@ -5,11 +5,13 @@ A parameter's type comes from the task's annotation (``def add(x: int, y: int)``
 knows, else from the type the model declared for it beside its test inputs, else it is ``any``. Three steps use
 the types:
 
-- :func:`fit_call`: a model-written input whose arguments do not fit the parameters (their number, their
+- :func:`read_input`: a model-written input whose arguments do not fit the parameters (their number, their
   keywords, their types) is read as meant where it wraps the arguments in one list (``add([3, 4])`` is
-  ``add(3, 4)``; ``f([1, 2, 3])`` for a function of one integer is three inputs), else dropped;
-- :func:`typed_calls`: inputs drawn from fixed values of each type, when too few written inputs fit;
-- :func:`edge_calls`: edge cases made from the inputs that fit, one argument changed at a time (an empty
+  ``add(3, 4)``; ``f([1, 2, 3])`` for a function of one integer is three inputs) or, for a function of one
+  string, where it is that string unquoted (``(()())`` for ``correct_bracketing(brackets: str)``), else dropped;
+- :func:`typed_calls`: inputs drawn from fixed values of each type, when too few written inputs fit; numbers
+  and lists of numbers only (a string or a dict has a form the task sets: brackets, digits, words);
+- :func:`edge_calls`: edge cases made from the inputs written, one argument changed at a time (an empty
   list or string, one element, reversed, a repeated element, zero, the next number): EvalPlus's type-aware
   mutation, kept to the argument's type.
 """
@@ -20,25 +22,21 @@ import ast
 from dataclasses import dataclass
 from typing import Any, Sequence
 
-from halucheck.verifiers.tools.code_source import _defs, reshaped
+from halucheck.verifiers.tools.code_source import MAX_INPUT_CHARS, _defs, parse_call, reshaped
 
 # the types a model may declare for a parameter (the tests reply's enum); "any" first: no declaration
 TYPES = ("any", "int", "float", "bool", "str", "list[int]", "list[float]", "list[str]", "list[list[int]]", "list",
          "tuple", "dict")
 
-# values drawn for a type, in order (several parameters take different positions, so calls differ)
+# values drawn for a type, in order (several parameters take different positions, so calls differ): numbers
+# and lists of them, none negative; the types not here are drawn for nowhere
 _DRAWS: dict[str, list[Any]] = {
     "int": [3, 10, 1, 0, 25, 7, 2, 100],
     "float": [2.5, 1.0, 0.5, 3.75, 10.0, 0.0],
     "bool": [True, False],
-    "str": ["hello", "Hello World", "a", "", "abc def", "aAbB", "12345"],
-    "list[int]": [[1, 2, 3], [5, 3, 8, 1], [], [4], [2, 2, 7, 1, 9], [0, -1, 3]],
-    "list[float]": [[1.5, 2.0, 3.25], [], [4.0], [1.0, -2.5, 3.0]],
-    "list[str]": [["apple", "banana"], [], ["a"], ["abc", "de", "f", "de"]],
-    "list[list[int]]": [[[1, 2], [3, 4]], [], [[1]], [[1, 2, 3], [4, 5, 6], [7, 8, 9]]],
+    "list[int]": [[1, 2, 3], [5, 3, 8, 1], [], [4], [2, 2, 7, 1, 9], [0, 6, 3]],
+    "list[float]": [[1.5, 2.0, 3.25], [], [4.0], [1.0, 2.5, 0.0]],
     "list": [[1, 2, 3], [], [4], [5, 3, 8, 1]],
-    "tuple": [(1, 2), (3, 4, 5), (1,)],
-    "dict": [{"a": 1, "b": 2}, {}, {"A": 1, "B": 2}, {"a": 1, "B": 2}],
 }
 
 
@@ -154,6 +152,19 @@ def fit_call(call: str, entry: str, params: list[Param] | None) -> list[str]:
     return calls if calls and all(call_fits(c, params) for c in calls) else []
 
 
+def read_input(text: str, entry: str, params: list[Param] | None) -> tuple[list[str], str | None]:
+    """A test input as the model wrote it, as the calls to run: ([calls], None), or ([], why) with why
+    ``"literal"`` (not literal arguments) or ``"unfit"`` (literal, but not fitting the parameters)."""
+    call = parse_call(text, entry)
+    fitted = fit_call(call, entry, params) if call is not None else []
+    if fitted:
+        return fitted, None
+    required = [p for p in params or [] if not p.optional]
+    if len(required) == 1 and params[0] is required[0] and params[0].type == "str" and len(text) <= MAX_INPUT_CHARS:
+        return [f"{entry}({text.strip()!r})"], None  # the string itself, written without its quotes
+    return [], "unfit" if call is not None else "literal"
+
+
 def _call(entry: str, args: Sequence[Any]) -> str:
     return f"{entry}({', '.join(repr(a) for a in args)})"
 
@@ -161,7 +172,7 @@ def _call(entry: str, args: Sequence[Any]) -> str:
 def typed_calls(entry: str, params: list[Param] | None, k: int, seen: Sequence[str] = ()) -> list[str]:
     """Up to ``k`` calls drawn from fixed values of each parameter's type (none unless every required parameter
     has a known type), different from ``seen``."""
-    if not params or any(p.type == "any" for p in params if not p.optional):
+    if not params or any(p.type not in _DRAWS for p in params if not p.optional):
         return []
     required = [p for p in params if not p.optional]
     out: list[str] = []
@@ -218,5 +229,5 @@ def edge_calls(entry: str, calls: Sequence[str], k: int, seen: Sequence[str] = (
     return out
 
 
-__all__ = ["Param", "TYPES", "call_fits", "edge_calls", "fit_call", "fits", "parameters_of", "type_of",
+__all__ = ["Param", "TYPES", "call_fits", "edge_calls", "fit_call", "fits", "parameters_of", "read_input", "type_of",
            "typed_calls", "with_declared"]
