@@ -614,6 +614,9 @@ def test_inputs_that_do_not_fit_the_types_are_dropped_and_typed_draws_fill_in():
     assert "on 5 test inputs" in out[0] and all("(drawn for the types)" in line for line in out[1:6])
     assert right.factuality is True and out[-1] == "Agreed on all 5 usable inputs."
     assert wrong.factuality is False  # y > 5 among the draws
+    # the request names the parameters an input must give (a small model otherwise writes one per parameter)
+    asked = next(r for r in eng.requests if r.tag == "code:tests").messages[-1]["content"]
+    assert "it gives all 2 arguments of `add` (x, y),\nin that order" in asked
     # the model's declared types do the same for a task without annotations
     untyped = ADD.replace("x: int, y: int) -> int", "x, y")
     eng = scripted(None, ADD_SOLUTIONS)

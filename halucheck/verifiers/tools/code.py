@@ -175,6 +175,7 @@ class CodeCheck(Verifier):
         p = load_prompts("codecheck")[section]
         ctx = {"task": work.task.strip("\n"), "entry": work.entry, "signature": work.signature, "k": self.tests,
                "types": ", ".join(f'"{t}"' for t in TYPES),
+               "names": [p.name for p in parameters_of([work.task, work.program], work.entry) or []],
                "rejected": work.rejected, "rejected_with": work.rejected_with}
         return ({"role": "system", "content": p["system"].render(**ctx)},
                 {"role": "user", "content": p["task"].render(**ctx)})
