@@ -570,6 +570,13 @@ def test_calls_fit_the_parameters_or_are_read_as_meant_or_dropped():
     assert read_input("(())()", "f", brackets) == (["f('(())()')"], None)  # a string written without quotes
     assert read_input("()", "f", brackets) == (["f('()')"], None)  # not the empty tuple
     assert read_input("[1, 2], 3", "add", add) == ([], "unfit") and read_input("x + 1", "add", add) == ([], "literal")
+    from halucheck.verifiers.tools.code_inputs import joined
+
+    pair = [Param("string", False, "str"), Param("sub", False, "str")]
+    assert joined(["'abc'", "'a'", "'xyz'", "'y'"], "f", pair) == ["f('abc', 'a')", "f('xyz', 'y')"]
+    assert joined(["'abc'", "'a'", "'b'"], "f", pair) == []  # not whole calls
+    assert joined(["'abc'", "1"], "f", pair) == [] and joined(["'abc', 'a'", "'b'"], "f", pair) == []
+    assert joined(["1"], "f", one) == []  # one parameter: nothing to join
     untyped = [Param("a", False), Param("b", False), Param("c", False)]
     assert fit_call("t([3, 4, 5])", "t", untyped) == ["t(3, 4, 5)"]  # the count alone says how to read it
 
@@ -617,6 +624,9 @@ def test_inputs_that_do_not_fit_the_types_are_dropped_and_typed_draws_fill_in():
     # the request names the parameters an input must give (a small model otherwise writes one per parameter)
     asked = next(r for r in eng.requests if r.tag == "code:tests").messages[-1]["content"]
     assert "it gives all 2 arguments of `add` (x, y),\nin that order" in asked
+    # one argument an input, as a small model lists the parameters' values: read as the call they make
+    _, (v,) = verify([code_claim("def add(x, y):\n    return x + y\n", task=ADD)], scripted(["12", "34"], ADD_SOLUTIONS))
+    assert lines(v)[1].startswith("[1] add(12, 34): reference 46") and "Dropped" not in lines(v)[0]
     # the model's declared types do the same for a task without annotations
     untyped = ADD.replace("x: int, y: int) -> int", "x, y")
     eng = scripted(None, ADD_SOLUTIONS)

@@ -78,7 +78,16 @@ from halucheck.errors import ConfigError
 from halucheck.prompts import load as load_prompts
 from halucheck.records import Check, Turn, Verdict
 from halucheck.verifiers.base import Cost, Verifier, failed_verdict, failed_with_reason, turn_tokens
-from halucheck.verifiers.tools.code_inputs import TYPES, Param, edge_calls, parameters_of, read_input, typed_calls, with_declared
+from halucheck.verifiers.tools.code_inputs import (
+    TYPES,
+    Param,
+    edge_calls,
+    joined,
+    parameters_of,
+    read_input,
+    typed_calls,
+    with_declared,
+)
 from halucheck.verifiers.tools.code_run import Output, _short, reference_of, run_program
 from halucheck.verifiers.tools.code_source import (
     MAX_CODE_CHARS,
@@ -400,6 +409,9 @@ class CodeCheck(Verifier):
             elif why == "unfit":
                 work.unfit.append(parse_call(text, work.entry) or text)
             calls += read
+        if not calls and work.unfit:  # one argument an input, the way a small model lists the parameters' values
+            calls = joined([t for t in written if isinstance(t, str)], work.entry, work.params)
+            work.unfit = [] if calls else work.unfit
         self._set_calls(work, calls)
         if not work.calls:
             work.tests_error = work.tests_error or "none of the test inputs written was literal arguments"

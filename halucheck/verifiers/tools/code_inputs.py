@@ -165,6 +165,21 @@ def read_input(text: str, entry: str, params: list[Param] | None) -> tuple[list[
     return [], "unfit" if call is not None else "literal"
 
 
+def joined(texts: Sequence[str], entry: str, params: list[Param] | None) -> list[str]:
+    """Inputs written one argument apiece, read as the calls they make in turn (``["'abc'", "'a'"]`` for
+    ``how_many_times(string, substring)`` is ``how_many_times('abc', 'a')``), or [] when they do not all fit
+    so: a function of two parameters or more, each text one literal, as many as whole calls take."""
+    required = [p for p in params or [] if not p.optional]
+    if len(required) < 2 or not texts or len(texts) % len(required):
+        return []
+    args = [parse_call(text, entry) for text in texts]
+    if any(a is None or _arguments(a) is None or len(_arguments(a)[0]) != 1 or _arguments(a)[1] for a in args):
+        return []
+    values = [_arguments(a)[0][0] for a in args]
+    calls = [_call(entry, values[k:k + len(required)]) for k in range(0, len(values), len(required))]
+    return calls if all(call_fits(c, required) for c in calls) else []
+
+
 def _call(entry: str, args: Sequence[Any]) -> str:
     return f"{entry}({', '.join(repr(a) for a in args)})"
 
@@ -229,5 +244,5 @@ def edge_calls(entry: str, calls: Sequence[str], k: int, seen: Sequence[str] = (
     return out
 
 
-__all__ = ["Param", "TYPES", "call_fits", "edge_calls", "fit_call", "fits", "parameters_of", "read_input", "type_of",
+__all__ = ["Param", "TYPES", "call_fits", "edge_calls", "fit_call", "fits", "joined", "parameters_of", "read_input", "type_of",
            "typed_calls", "with_declared"]
