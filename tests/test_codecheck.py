@@ -569,6 +569,8 @@ def test_calls_fit_the_parameters_or_are_read_as_meant_or_dropped():
     assert read_input("'(()'", "f", brackets) == (["f('(()')"], None)
     assert read_input("(())()", "f", brackets) == (["f('(())()')"], None)  # a string written without quotes
     assert read_input("()", "f", brackets) == (["f('()')"], None)  # not the empty tuple
+    pair = [Param("strings", False, "list[str]"), Param("sub", False, "str")]
+    assert read_input("['abc', 'de'], 'a']", "f", pair) == (["f(['abc', 'de'], 'a')"], None)  # lost its opening [
     assert read_input("[1, 2], 3", "add", add) == ([], "unfit") and read_input("x + 1", "add", add) == ([], "literal")
     from halucheck.verifiers.tools.code_inputs import joined
 

@@ -156,6 +156,9 @@ def read_input(text: str, entry: str, params: list[Param] | None) -> tuple[list[
     """A test input as the model wrote it, as the calls to run: ([calls], None), or ([], why) with why
     ``"literal"`` (not literal arguments) or ``"unfit"`` (literal, but not fitting the parameters)."""
     call = parse_call(text, entry)
+    stripped = text.rstrip()
+    if call is None and stripped.endswith("]") and stripped.count("]") == stripped.count("[") + 1:
+        call = parse_call(stripped[:-1], entry)  # a list of the arguments that lost its opening bracket
     fitted = fit_call(call, entry, params) if call is not None else []
     if fitted:
         return fitted, None
@@ -206,7 +209,8 @@ def _variants(value: Any, negatives: bool) -> list[Any]:
     if isinstance(value, bool):
         return [not value]
     if isinstance(value, int):
-        return [v for v in (0, value + 1, 2 * value + 1, 1) + ((-value,) if negatives and value else ())]
+        bigger = (10 * value,) if 0 < abs(value) <= 1000 else ()  # where a bug needs a larger number to show
+        return [v for v in (0, value + 1, *bigger, 2 * value + 1, 1) + ((-value,) if negatives and value else ())]
     if isinstance(value, float):
         return [0.0, value + 0.5]
     if isinstance(value, str):
