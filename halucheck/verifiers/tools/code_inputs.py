@@ -226,23 +226,26 @@ def _variants(value: Any, negatives: bool) -> list[Any]:
 
 def edge_calls(entry: str, calls: Sequence[str], k: int, seen: Sequence[str] = ()) -> list[str]:
     """Up to ``k`` edge cases made from ``calls`` (inputs that fit): one argument of one call changed to an
-    edge case of its own type, round-robin over the calls and the kinds of change so that they differ; a
-    negative number only where the inputs already have one."""
+    edge case of its own type, round-robin over the calls, each call starting at another argument and kind of
+    change so that they differ; a negative number only where the inputs already have one."""
     parsed = [p for p in (_arguments(c) for c in calls) if p is not None and not p[1]]
     negatives = any(isinstance(a, (int, float)) and not isinstance(a, bool) and a < 0
                     for args, _ in parsed for a in args)
     options: list[list[str]] = []
     for args, _ in parsed:
-        mine = []
-        for j, value in enumerate(args):
-            for variant in _variants(value, negatives):
-                mine.append(_call(entry, [*args[:j], variant, *args[j + 1:]]))
-        options.append(mine)
+        per_arg = [[_call(entry, [*args[:j], v, *args[j + 1:]]) for v in _variants(value, negatives)]
+                   for j, value in enumerate(args)]
+        # the first change of each argument, then the second of each, ...
+        mine = [c for kind in range(max(map(len, per_arg), default=0)) for group in per_arg if kind < len(group)
+                for c in [group[kind]]]
+        if mine:
+            options.append(mine)
     out: list[str] = []
     for depth in range(max((len(o) for o in options), default=0)):
-        for mine in options:
-            if depth < len(mine) and mine[depth] not in seen and mine[depth] not in out:
-                out.append(mine[depth])
+        for c, mine in enumerate(options):
+            pick = mine[(depth + c) % len(mine)]  # each input starts at another kind of change
+            if pick not in seen and pick not in calls and pick not in out:
+                out.append(pick)
             if len(out) == k:
                 return out
     return out
