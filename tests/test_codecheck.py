@@ -680,3 +680,22 @@ def test_a_thin_reference_against_the_answer_must_hold_when_more_solutions_are_a
     eng = scripted(["3"], SOLUTIONS)
     verifier, (v,) = verify([code_claim(OFF_BY_ONE)], eng, max_solutions=7)
     assert v.factuality is False and sum(r.tag == "code:solution" for r in eng.requests) == 3
+
+
+@needs_sandbox
+def test_declared_types_that_fit_no_written_input_run_beside_them_and_the_sandbox_decides():
+    task = 'def shout(s):\n    """Return s in capitals."""\n'
+    sols = ["def shout(s):\n    return s.upper()\n"] * 3
+
+    def respond(request):
+        if request.tag == "code:tests":  # the model calls s a number, then writes strings
+            return {"parameters": [{"name": "s", "type": "int"}], "inputs": ["'abc'", "'Hello'"]}
+        return f"```python\n{sols[0]}```"
+
+    _, (v,) = verify([code_claim("def shout(s):\n    return s.lower()\n", task=task)], FakeEngine(responder=respond),
+                     typed=5)
+    out = lines(v)
+    assert "The types the model declared (s: int) fit none of its inputs (shout('abc'); shout('Hello')): both run" in out[0]
+    assert out[1] == "[1] shout('abc'): reference 'ABC' (3 of 3 solutions); answer 'abc': DISAGREES"
+    # the numbers drawn for the declared type make every program raise: skipped, never counted
+    assert all("(drawn for the types): no majority" in line for line in out[3:8]) and v.factuality is False

@@ -81,6 +81,7 @@ from halucheck.verifiers.base import Cost, Verifier, failed_verdict, failed_with
 from halucheck.verifiers.tools.code_inputs import (
     TYPES,
     Param,
+    call_fits,
     edge_calls,
     joined,
     parameters_of,
@@ -131,6 +132,8 @@ class _Task:
     origins: list[str] = field(default_factory=list)  # per call: "example", "model", "typed" or "edge"
     examples: int = 0  # the first calls are the examples the task states
     params: list[Param] | None = None  # the function's parameters, typed by the task or the model
+    drawn_for: list[Param] | None = None  # the types inputs are drawn for (the model's, even where params drop them)
+    conflict: list[str] = field(default_factory=list)  # written inputs none of which fit the declared types
     unfit: list[str] = field(default_factory=list)  # inputs written that do not fit the parameters
     tests_error: str | None = None
     solutions: list[str | None] = field(default_factory=list)  # each solution's program, None when invalid
@@ -399,22 +402,37 @@ class CodeCheck(Verifier):
             work.tests_error = f"the test inputs reply was invalid ({tests.error})"
         elif isinstance(tests.parsed, dict):
             written, declared = tests.parsed.get("inputs", []), tests.parsed.get("parameters")
-        params = parameters_of([work.task, work.program], work.entry)
-        work.params = with_declared(params, declared) if params is not None else None
+        annotated = parameters_of([work.task, work.program], work.entry)
+        typed = with_declared(annotated, declared) if annotated is not None else None
+        texts = [t for t in written if isinstance(t, str)]
+        work.params = work.drawn_for = typed
+        calls = self._written_calls(work, texts)
+        if not calls and work.unfit and typed != annotated:
+            # the types the model declared fit none of its inputs: either may be wrong, so the inputs are sorted
+            # by the task's annotations alone and run beside numbers drawn for the declared types; the
+            # sandbox tells which ones the programs take
+            work.conflict, work.params, work.dropped, work.unfit = list(work.unfit), annotated, [], []
+            calls = self._written_calls(work, texts)
+        work.dropped += [str(t) for t in written if not isinstance(t, str)]
+        self._set_calls(work, calls)
+        if not work.calls:
+            work.tests_error = work.tests_error or "none of the test inputs written was literal arguments"
+
+    def _written_calls(self, work: _Task, written: list[str]) -> list[str]:
+        """The calls the model's inputs make, fitted to ``work.params``; those not literal go to
+        ``work.dropped``, those that do not fit to ``work.unfit``."""
         calls: list[str] = []
         for text in written:
-            read, why = read_input(text, work.entry, work.params) if isinstance(text, str) else ([], "literal")
+            read, why = read_input(text, work.entry, work.params)
             if why == "literal":
-                work.dropped.append(str(text))
+                work.dropped.append(text)
             elif why == "unfit":
                 work.unfit.append(parse_call(text, work.entry) or text)
             calls += read
         if not calls and work.unfit:  # one argument an input, the way a small model lists the parameters' values
-            calls = joined([t for t in written if isinstance(t, str)], work.entry, work.params)
+            calls = joined(written, work.entry, work.params)
             work.unfit = [] if calls else work.unfit
-        self._set_calls(work, calls)
-        if not work.calls:
-            work.tests_error = work.tests_error or "none of the test inputs written was literal arguments"
+        return calls
 
     def _set_calls(self, work: _Task, written: list[str]) -> None:
         """``work.calls``: the task's examples, then ``written`` (each once), then typed draws up to
@@ -424,8 +442,9 @@ class CodeCheck(Verifier):
         origins = ["example"] * len(calls)
         for origin, group in (("model", written), ("typed", None), ("edge", None)):
             if origin == "typed":
-                k = min(self.typed, self.tests - origins.count("model"))
-                group = typed_calls(work.entry, work.params, k, calls) if k > 0 else []
+                fitting = sum(o == "model" and call_fits(c, work.drawn_for or []) for c, o in zip(calls, origins))
+                k = min(self.typed, self.tests - fitting)
+                group = typed_calls(work.entry, work.drawn_for, k, calls) if k > 0 else []
             elif origin == "edge":  # made from the inputs written; from the drawn ones only where none was
                 base = [c for c, o in zip(calls, origins) if o != "typed"] or calls
                 group = edge_calls(work.entry, base, self.edges, calls) if self.edges else []
@@ -482,6 +501,10 @@ class CodeCheck(Verifier):
             head += (f" Dropped {len(work.dropped)} test input{'s' if len(work.dropped) > 1 else ''} that "
                      f"{'are' if len(work.dropped) > 1 else 'is'} not literal arguments: "
                      + "; ".join(_short(d, 40) for d in work.dropped) + ".")
+        if work.conflict:
+            declared = ", ".join(f"{p.name}: {p.type}" for p in work.drawn_for or [])
+            head += (f" The types the model declared ({declared}) fit none of its inputs ("
+                     + "; ".join(_short(c, 40) for c in work.conflict) + "): both run, inputs drawn for those types beside them.")
         if work.unfit:
             typed = ", ".join(f"{p.name}: {p.type}" for p in work.params or [])
             head += (f" Dropped {len(work.unfit)} test input{'s' if len(work.unfit) > 1 else ''} that do not fit the "
