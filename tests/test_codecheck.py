@@ -637,7 +637,7 @@ def test_inputs_that_do_not_fit_the_types_are_dropped_and_typed_draws_fill_in():
                                else f"```python\n{ADD_SOLUTIONS[r.sampling.seed // codecheck.SEED_STEP - 1]}```")
     _, (v,) = verify([code_claim("def add(x, y):\n    return x + y\n", task=untyped)], eng, typed=5)
     out = lines(v)
-    assert "do not fit the parameters (x: int, y: int): add([1, 2, 3], 4)." in out[0]
+    assert "Dropped 1 test input that does not fit the parameters (x: int, y: int): add([1, 2, 3], 4)." in out[0]
     assert out[1].startswith("[1] add(12, 34): reference 46") and v.factuality is True
 
 

@@ -25,8 +25,8 @@ signature with its docstring, as in HumanEval, or a description). :class:`CodeCh
    whose reply was invalid, or that raises or times out on the input, votes for nothing). An input without
    such a majority is skipped: tied or scattered solutions, or an input most solutions reject (they raise).
    On a drawn input or an edge case the reference must be that of every working solution (one that returned
-   a value somewhere), one in five aside (such an input may lie outside what the task allows); and where two solutions or more return the answer's own output, no majority stands
-   against it.
+   a value somewhere), one in five aside (such an input may lie outside what the task allows); and where two
+   solutions or more return the answer's own output, no majority stands against it.
    While an input has outputs but no majority, or no input has a reference at all (solutions that crashed
    or gave no code), :attr:`CodeCheck.more` solutions more are asked for and run, up to
    :attr:`CodeCheck.max_solutions`; the majority is then of all the solutions asked for. So too while a
@@ -112,7 +112,7 @@ ROLE = "initial"
 SEVERITY_WRONG = 3  # runs, but returns something other than the reference
 SEVERITY_CRASH = 4  # raises, times out or does not load where the reference has a value
 SEED_STEP = 100  # solution j is sampled with seed + SEED_STEP * (j + 1)
-DRAWN = ("typed", "edge")  # inputs no model wrote (code_inputs): a reference on them needs every solution
+DRAWN = ("typed", "edge")  # inputs no model wrote (code_inputs): a reference there needs every working solution
 
 
 # ---------------------------------------------------------------- the verifier
@@ -168,7 +168,8 @@ class CodeCheck(Verifier):
         return 1 + self.solutions
 
     def describe(self) -> dict:
-        return {"code": {"tests": self.tests, "typed": self.typed, "edges": self.edges, "solutions": self.solutions, "more": self.more,
+        return {"code": {"tests": self.tests, "typed": self.typed, "edges": self.edges,
+                         "solutions": self.solutions, "more": self.more,
                          "max_solutions": self.max_solutions, "max_examples": self.max_examples,
                          "input_timeout_s": self.input_timeout_s,
                          "sample_temperature": self.options.sample_temperature,
@@ -358,7 +359,8 @@ class CodeCheck(Verifier):
             answer = work.runs[0][t] if work.runs and t < len(work.runs[0]) else Output(error="not run")
             if ref is None or answer.value == ref:
                 continue
-            if votes < 3 or any(run[t].value == answer.value for run in work.runs[1:] if run and answer.value):
+            siding = answer.value is not None and any(run[t].value == answer.value for run in work.runs[1:] if run)
+            if votes < 3 or siding:
                 return True
         return False
 
@@ -450,7 +452,8 @@ class CodeCheck(Verifier):
                 group = edge_calls(work.entry, base, self.edges, calls) if self.edges else []
             for call in group:
                 call = parse_call(call, work.entry)  # drawn values are literals too: checked the same way
-                if call is not None and call not in calls and (origin != "model" or origins.count("model") < self.tests):
+                room = origin != "model" or origins.count("model") < self.tests
+                if call is not None and call not in calls and room:
                     calls.append(call)
                     origins.append(origin)
         work.calls, work.origins = calls, origins
@@ -504,11 +507,12 @@ class CodeCheck(Verifier):
         if work.conflict:
             declared = ", ".join(f"{p.name}: {p.type}" for p in work.drawn_for or [])
             head += (f" The types the model declared ({declared}) fit none of its inputs ("
-                     + "; ".join(_short(c, 40) for c in work.conflict) + "): both run, inputs drawn for those types beside them.")
+                     + "; ".join(_short(c, 40) for c in work.conflict)
+                     + "): both run, inputs drawn for those types beside them.")
         if work.unfit:
             typed = ", ".join(f"{p.name}: {p.type}" for p in work.params or [])
-            head += (f" Dropped {len(work.unfit)} test input{'s' if len(work.unfit) > 1 else ''} that do not fit the "
-                     f"parameters ({typed}): " + "; ".join(_short(c, 40) for c in work.unfit) + ".")
+            which = "inputs that do" if len(work.unfit) > 1 else "input that does"
+            head += (f" Dropped {len(work.unfit)} test {which} not fit the parameters ({typed}): " + "; ".join(_short(c, 40) for c in work.unfit) + ".")
         if work.rejected:
             how = ("read as their arguments wrapped in one list" if work.reshaped else "written again")
             head += (f" The first test inputs ({'; '.join(_short(c, 40) for c in work.rejected)}) were {how}: "

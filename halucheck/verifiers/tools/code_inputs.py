@@ -9,11 +9,12 @@ the types:
   keywords, their types) is read as meant where it wraps the arguments in one list (``add([3, 4])`` is
   ``add(3, 4)``; ``f([1, 2, 3])`` for a function of one integer is three inputs) or, for a function of one
   string, where it is that string unquoted (``(()())`` for ``correct_bracketing(brackets: str)``), else dropped;
+  :func:`joined` reads inputs written one argument apiece as the calls they make;
 - :func:`typed_calls`: inputs drawn from fixed values of each type, when too few written inputs fit; numbers
   and lists of numbers only (a string or a dict has a form the task sets: brackets, digits, words);
 - :func:`edge_calls`: edge cases made from the inputs written, one argument changed at a time (an empty
-  list or string, one element, reversed, a repeated element, zero, the next number): EvalPlus's type-aware
-  mutation, kept to the argument's type.
+  list or string, one element, reversed, a repeated element, zero, the next number, ten times it):
+  EvalPlus's type-aware mutation, kept to the argument's type.
 """
 
 from __future__ import annotations
@@ -251,5 +252,5 @@ def edge_calls(entry: str, calls: Sequence[str], k: int, seen: Sequence[str] = (
     return out
 
 
-__all__ = ["Param", "TYPES", "call_fits", "edge_calls", "fit_call", "fits", "joined", "parameters_of", "read_input", "type_of",
-           "typed_calls", "with_declared"]
+__all__ = ["Param", "TYPES", "call_fits", "edge_calls", "fit_call", "fits", "joined", "parameters_of", "read_input",
+           "type_of", "typed_calls", "with_declared"]
