@@ -7,6 +7,7 @@ offsets, and the sentences before it as context), so the report can show each cl
 
 from __future__ import annotations
 
+import ast
 import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Sequence
@@ -333,6 +334,9 @@ def claims_of_answers(answers: Sequence[tuple[str | None, str, int | None]], eng
                          "(raise --max-claims to check more)")
             kept = kept[:max(0, max_claims - len(calcs))]
             calcs = calcs[:max_claims]
+        coded = code_names([c[0] for c in a.claims if c[4] == "code"])
+        if coded:  # what the answer's code does is the code check's to decide: never guessed closed-book
+            kept = [(c, seg) for c, seg in kept if not coded.search(c)]
         searchable = bool(grounded and grounded[i])
         if i in model_calcs:
             question = answers[i][0]
@@ -405,6 +409,20 @@ def is_working(claim: str) -> bool:
 
 
 _CODE_BLOCK = re.compile(r"```[\w+-]*[ \t]*\n(.*?)```", re.DOTALL)
+
+
+def code_names(blocks: Sequence[str]) -> re.Pattern | None:
+    """A pattern that finds, in a sentence, the name of a function or class the answer's code blocks define
+    (``count_vowels``; names of three letters at least, not to take "A" or "f" for one), or None when they define
+    none. A sentence of the answer that names one describes what the code does ("The function count_vowels
+    returns the number of vowels."): the code check runs the code against solutions written for the question
+    and so decides it; a model judging the sentence without evidence would only guess (it called a right
+    answer's "Here is the function:", extracted as such a sentence, false this way)."""
+    from halucheck.verifiers.tools.code_source import _parse
+
+    names = {node.name for block in blocks for tree in [_parse(block)] if tree is not None for node in tree.body
+             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and len(node.name) > 2}
+    return re.compile(r"(?<![\w.])(?:" + "|".join(sorted(map(re.escape, names))) + r")(?!\w)") if names else None
 
 
 def code_blocks(text: str) -> list[tuple[str, int, int]]:

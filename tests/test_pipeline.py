@@ -415,14 +415,16 @@ def test_code_in_an_answer_is_run_against_independent_solutions(tmp_path, engine
 
     engine["engine"] = FakeEngine(responder=code_responder, max_batch=16)
     answers = [{"id": "code", "question": "Write a function double(x) that returns twice x.",
-                "answer": "Here it is:\n```python\ndef double(x):\n    return x + 2\n```\nIt runs in constant time."}]
+                "answer": "Here it is:\n```python\ndef double(x):\n    return x + 2\n```\nIt runs in constant time. "
+                          "The function double returns twice its input."}]
     summary, results = run(tmp_path, write_input(tmp_path, answers))
     claims = results[0]["claims"]
     code = [c for c in claims if c["verifier"] == "code"]
     assert len(code) == 1 and code[0]["factuality"] is False and code[0]["text"].startswith("Write a function")
     s, e = code[0]["span"]
     assert "return x + 2" in results[0]["answer"][s:e]
-    # the prose around the block is checked as usual, and no claim is made of the code's lines
+    # the prose around the block is checked as usual, and no claim is made of the code's lines; a sentence that
+    # names the function says what the code does: the code check decides that, not a model closed-book
     assert [c["text"] for c in claims if c["verifier"] == "debate"] == ["Here it is:", "It runs in constant time."]
 
 
