@@ -131,6 +131,7 @@ class _Task:
     calls: list[str] | None = None
     origins: list[str] = field(default_factory=list)  # per call: "example", "model", "typed" or "edge"
     examples: int = 0  # the first calls are the examples the task states
+    annotated: list[Param] | None = None  # the function's parameters, typed by the task's annotations alone
     params: list[Param] | None = None  # the function's parameters, typed by the task or the model
     drawn_for: list[Param] | None = None  # the types inputs are drawn for (the model's, even where params drop them)
     conflict: list[str] = field(default_factory=list)  # written inputs none of which fit the declared types
@@ -188,7 +189,7 @@ class CodeCheck(Verifier):
         p = load_prompts("codecheck")[section]
         ctx = {"task": work.task.strip("\n"), "entry": work.entry, "signature": work.signature, "k": self.tests,
                "types": ", ".join(f'"{t}"' for t in TYPES),
-               "names": [p.name for p in parameters_of([work.task, work.program], work.entry) or []],
+               "names": [p.name for p in work.annotated or []],
                "rejected": work.rejected, "rejected_with": work.rejected_with}
         return ({"role": "system", "content": p["system"].render(**ctx)},
                 {"role": "user", "content": p["task"].render(**ctx)})
@@ -249,7 +250,8 @@ class CodeCheck(Verifier):
                 continue
             in_task = any(d.name == entry for d in _defs(task))
             work = _Task(task=task, entry=entry, signature=None if in_task else signature_of(code_of(answer), entry),
-                         program=program, setup=task if _parse(task) is not None else None, requests=[])
+                         program=program, setup=task if _parse(task) is not None else None, requests=[],
+                         annotated=parameters_of([task, program], entry))
             work.requests = [add(self._tests_request(work)), *(add(r) for r in self._solution_requests(work, 0, self.solutions))]
             works[i] = work
 
@@ -314,11 +316,10 @@ class CodeCheck(Verifier):
         outside what the task allows: a split on one of them is never worth a call."""
         referenced = 0
         for t in range(len(work.calls or [])):
-            referenced += self._majority(work, t)[0] is not None
-            if work.origins[t] in DRAWN:
-                continue
-            outputs = [run[t] for run in work.runs[1:] if run]
-            if reference_of(outputs, len(work.solutions))[0] is None and any(o.value is not None for o in outputs):
+            ref = self._majority(work, t)[0]  # on a written input, the plain majority
+            referenced += ref is not None
+            written = work.origins[t] not in DRAWN
+            if ref is None and written and any(run[t].value is not None for run in work.runs[1:] if run):
                 return True
         return bool(work.calls) and not referenced
 
@@ -344,7 +345,7 @@ class CodeCheck(Verifier):
         if ref is None:
             return None, votes, why
         outputs = [run[t] for run in work.runs[1:] if run]
-        answer = work.runs[0][t] if work.runs and t < len(work.runs[0]) else Output(error="not run")
+        answer = _answer(work, t)
         same = sum(o.value == answer.value for o in outputs) if answer.value not in (None, ref) else 0
         if same >= 2:
             return None, votes, f"{same} solutions return the answer's output"
@@ -356,7 +357,7 @@ class CodeCheck(Verifier):
         more programs)."""
         for t in range(len(work.calls or [])):
             ref, votes, _ = self._reference(work, t)
-            answer = work.runs[0][t] if work.runs and t < len(work.runs[0]) else Output(error="not run")
+            answer = _answer(work, t)
             if ref is None or answer.value == ref:
                 continue
             siding = answer.value is not None and any(run[t].value == answer.value for run in work.runs[1:] if run)
@@ -404,7 +405,7 @@ class CodeCheck(Verifier):
             work.tests_error = f"the test inputs reply was invalid ({tests.error})"
         elif isinstance(tests.parsed, dict):
             written, declared = tests.parsed.get("inputs", []), tests.parsed.get("parameters")
-        annotated = parameters_of([work.task, work.program], work.entry)
+        annotated = work.annotated
         typed = with_declared(annotated, declared) if annotated is not None else None
         texts = [t for t in written if isinstance(t, str)]
         work.params = work.drawn_for = typed
@@ -442,20 +443,20 @@ class CodeCheck(Verifier):
         calls = examples_of(work.task, work.entry)[: self.max_examples]
         work.examples = len(calls)
         origins = ["example"] * len(calls)
-        for origin, group in (("model", written), ("typed", None), ("edge", None)):
-            if origin == "typed":
-                fitting = sum(o == "model" and call_fits(c, work.drawn_for or []) for c, o in zip(calls, origins))
-                k = min(self.typed, self.tests - fitting)
-                group = typed_calls(work.entry, work.drawn_for, k, calls) if k > 0 else []
-            elif origin == "edge":  # made from the inputs written; from the drawn ones only where none was
-                base = [c for c, o in zip(calls, origins) if o != "typed"] or calls
-                group = edge_calls(work.entry, base, self.edges, calls) if self.edges else []
+
+        def add(group: list[str], origin: str, most: int | None = None) -> None:
             for call in group:
                 call = parse_call(call, work.entry)  # drawn values are literals too: checked the same way
-                room = origin != "model" or origins.count("model") < self.tests
-                if call is not None and call not in calls and room:
+                if call is not None and call not in calls and (most is None or origins.count(origin) < most):
                     calls.append(call)
                     origins.append(origin)
+
+        add(written, "model", self.tests)
+        fitting = sum(o == "model" and call_fits(c, work.drawn_for or []) for c, o in zip(calls, origins))
+        k = min(self.typed, self.tests - fitting)
+        add(typed_calls(work.entry, work.drawn_for, k, calls) if k > 0 else [], "typed")
+        base = [c for c, o in zip(calls, origins) if o != "typed"] or calls  # the drawn only where none was written
+        add(edge_calls(work.entry, base, self.edges, calls) if self.edges else [], "edge")
         work.calls, work.origins = calls, origins
 
     def _read_solutions(self, work: _Task, results: list[Result]) -> None:
@@ -493,7 +494,7 @@ class CodeCheck(Verifier):
 
     def _verdict(self, work: _Task, results: list[Result]) -> Verdict:
         runs = work.runs or [[]]
-        answer_runs, solution_runs = runs[0], runs[1:]
+        solution_runs = runs[1:]
         calls = work.calls or []
         n = len(work.solutions) or self.solutions
         ran = [k for k, s in enumerate(work.solutions) if s is not None]
@@ -512,7 +513,8 @@ class CodeCheck(Verifier):
         if work.unfit:
             typed = ", ".join(f"{p.name}: {p.type}" for p in work.params or [])
             which = "inputs that do" if len(work.unfit) > 1 else "input that does"
-            head += (f" Dropped {len(work.unfit)} test {which} not fit the parameters ({typed}): " + "; ".join(_short(c, 40) for c in work.unfit) + ".")
+            head += (f" Dropped {len(work.unfit)} test {which} not fit the parameters ({typed}): "
+                     + "; ".join(_short(c, 40) for c in work.unfit) + ".")
         if work.rejected:
             how = ("read as their arguments wrapped in one list" if work.reshaped else "written again")
             head += (f" The first test inputs ({'; '.join(_short(c, 40) for c in work.rejected)}) were {how}: "
@@ -527,7 +529,7 @@ class CodeCheck(Verifier):
         for t, call in enumerate(calls):
             outputs = [runs_k[t] for runs_k in solution_runs if runs_k]
             ref, votes, left_out = self._reference(work, t)
-            answer = answer_runs[t] if t < len(answer_runs) else Output(error="not run")
+            answer = _answer(work, t)
             shown_call = _short(call) + {"typed": " (drawn for the types)", "edge": " (edge case)"}.get(
                 work.origins[t] if t < len(work.origins) else "", "")
             if ref is None:
@@ -579,6 +581,11 @@ class CodeCheck(Verifier):
                     p_factual=0.0, verifier=self.name)
         return Verdict(factuality=False, error_severity=SEVERITY_CRASH, confidence=1.0, chain=[turn],
                        p_hallucinated=1.0, verifier=self.name)
+
+
+def _answer(work: _Task, t: int) -> Output:
+    """What the answer did on input ``t`` (an input it never ran on says so)."""
+    return work.runs[0][t] if work.runs and t < len(work.runs[0]) else Output(error="not run")
 
 
 __all__ = ["CodeCheck"]

@@ -176,10 +176,10 @@ def joined(texts: Sequence[str], entry: str, params: list[Param] | None) -> list
     required = [p for p in params or [] if not p.optional]
     if len(required) < 2 or not texts or len(texts) % len(required):
         return []
-    args = [parse_call(text, entry) for text in texts]
-    if any(a is None or _arguments(a) is None or len(_arguments(a)[0]) != 1 or _arguments(a)[1] for a in args):
+    read = [_arguments(call) if call is not None else None for call in (parse_call(t, entry) for t in texts)]
+    if any(r is None or len(r[0]) != 1 or r[1] for r in read):
         return []
-    values = [_arguments(a)[0][0] for a in args]
+    values = [r[0][0] for r in read]
     calls = [_call(entry, values[k:k + len(required)]) for k in range(0, len(values), len(required))]
     return calls if all(call_fits(c, required) for c in calls) else []
 
