@@ -277,9 +277,11 @@ class Pipeline:
 
     # -- stage 2: queries and evidence ------------------------------------------------------------
     def gather_evidence(self, items: list[tuple[int, Item]]) -> None:
-        # a calculation is checked by evaluating it, a math answer's result by programs: no queries, no passages
-        self.store.mark_evidence_done(kind="calculation")
-        self.store.mark_evidence_done(kind="result")
+        # a calculation is checked by evaluating it, a math answer's result by programs, code by running it against
+        # solutions written for the question: no queries, no passages (a corpus passage shown under a code claim
+        # would read as the evidence that decided it)
+        for kind in ("calculation", "result", "code"):
+            self.store.mark_evidence_done(kind=kind)
         if self.opts.bibliography is not None:  # looked up in the bibliography, not searched for
             self.store.mark_evidence_done(kind="citation")
         by_idx = dict(items)

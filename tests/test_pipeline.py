@@ -400,11 +400,18 @@ def test_citations_are_looked_up_in_the_bibliography(tmp_path, engine):
         run(tmp_path, write_input(tmp_path, answers), out="badbib", bibliography=tmp_path / "missing.bib")
 
 
-def test_code_in_an_answer_is_run_against_independent_solutions(tmp_path, engine):
+def test_code_in_an_answer_is_run_against_independent_solutions(tmp_path, engine, monkeypatch):
+    from halucheck.retrieval import get_embedder
     from halucheck.verifiers.tools import sandbox
 
     if sandbox.available() is not None:
         pytest.skip(sandbox.available())
+    monkeypatch.setenv("HALUCHECK_EMBED_MODEL", "fake")  # hash embeddings: no embedding model in this test
+    monkeypatch.setenv("HALUCHECK_HOME", str(tmp_path / "home"))
+    get_embedder.cache_clear()
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "notes.md").write_text("# Notes\n\nThe function double returns twice its input in constant time.\n")
 
     def code_responder(request):
         if request.tag == "code:tests":
@@ -417,10 +424,16 @@ def test_code_in_an_answer_is_run_against_independent_solutions(tmp_path, engine
     answers = [{"id": "code", "question": "Write a function double(x) that returns twice x.",
                 "answer": "Here it is:\n```python\ndef double(x):\n    return x + 2\n```\nIt runs in constant time. "
                           "The function double returns twice its input."}]
-    summary, results = run(tmp_path, write_input(tmp_path, answers))
+    try:
+        summary, results = run(tmp_path, write_input(tmp_path, answers), corpus=docs)
+    finally:
+        get_embedder.cache_clear()
     claims = results[0]["claims"]
     code = [c for c in claims if c["verifier"] == "code"]
     assert len(code) == 1 and code[0]["factuality"] is False and code[0]["text"].startswith("Write a function")
+    # the sandbox decides it: no queries are written for it and no corpus passage is shown as its evidence
+    assert code[0]["queries"] == [] and code[0]["evidence"] == []
+    assert any(c["evidence"] for c in claims if c["verifier"] != "code")  # the prose is searched as usual
     s, e = code[0]["span"]
     assert "return x + 2" in results[0]["answer"][s:e]
     # the prose around the block is checked as usual, and no claim is made of the code's lines; a sentence that
