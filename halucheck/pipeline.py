@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import threading
 import time
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
@@ -352,18 +353,26 @@ class Pipeline:
                 claim_ids.append([cid])
         # one step per LLM call: the first minutes of a run are calls, not finished claims. The total is
         # the calls every claim needs at least, raised as claims (debates) go on past their minimum, and once
-        # claims finish, the calls the finished ones took on average for every claim (so the bar's ETA counts
-        # the debates' extra turns before they happen); at the end, the calls made.
+        # claims finish, for each claim still to come the calls the finished claims of its kind took on average
+        # (so the bar's ETA counts the debates' extra turns before they happen, and a run that mixes a
+        # calculation, which costs no call, with code, which costs several, projects each by its own); at the
+        # end, the calls made.
         least = self.verifier.least_calls()
         floor = [self.verifier.expected_calls(checks)]
         bar = self.progress(total=floor[0], desc=f"{self.verifier.name[:9]:<9}", unit="call")
         claims_done = [0]
-        finished = [0, 0]  # claims finished, and the model calls their chains took
+        kinds = {c.claim.kind for c in checks}
+        # claim kind -> the calls one such claim costs at least; claims of that kind not finished; finished ones'
+        # calls (a tool check's trace is one turn for several calls: at least its minimum)
+        least_of = {k: self.verifier.expected_calls([next(c for c in checks if c.claim.kind == k)]) for k in kinds}
+        waiting = Counter(c.claim.kind for c in checks)
+        finished: dict[str, list[int]] = {k: [0, 0] for k in kinds}  # kind -> [claims finished, their calls]
 
         def set_total() -> None:
-            n, spent = finished
-            projected = round(spent + (len(checks) - n) * spent / n) if n else 0
-            bar.total = max(floor[0], projected, bar.n)
+            spent = sum(calls for _, calls in finished.values())
+            ahead = sum(waiting[k] * max(least_of[k], finished[k][1] / finished[k][0] if finished[k][0] else 0)
+                        for k in kinds)
+            bar.total = max(floor[0], round(spent + ahead), bar.n)
             bar.refresh()
         # a CPU engine reads a batch of long prompts for minutes before its first reply: the bar says how many
         # it has begun (admitted to the decode loop) meanwhile, so a run that works is seen to work
@@ -388,8 +397,10 @@ class Pipeline:
             last[0] = time.perf_counter()
 
         def on_verdict(i, verdict):
-            finished[0] += 1
-            finished[1] += sum(1 for t in verdict.chain if t.prompt_tokens or t.completion_tokens)
+            kind = checks[i].claim.kind
+            waiting[kind] -= 1
+            finished[kind][0] += 1
+            finished[kind][1] += max(least_of[kind], sum(1 for t in verdict.chain if t.prompt_tokens or t.completion_tokens))
             set_total()
             # the verdict is only read from here on, so its twins share it rather than copy it
             buffer.extend((cid, verdict) for cid in claim_ids[i])

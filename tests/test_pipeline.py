@@ -299,6 +299,64 @@ def test_debate_progress_counts_calls_and_ends_at_the_calls_made(tmp_path, engin
     assert summary["claims"] > 1 and any(total == calls and n < calls - 1 for n, total in bar.seen)
 
 
+def test_progress_projects_each_kind_of_claim_by_the_calls_its_own_kind_took(tmp_path, engine, with_context):
+    """Calculations cost no call, a debate several and the code check its solutions: the calls a finished debate
+    took are projected onto the debates to come, not averaged with the calculations' none (the total then
+    trailed the calls made), and the code check's calls up to its own minimum are no calls past it (the total
+    then ran past the calls made)."""
+    from halucheck.verifiers.tools import sandbox
+
+    def code_responder(request):
+        if request.tag == "code:tests":
+            return {"inputs": ["2", "5", "0"]}
+        if request.tag == "code:solution":
+            return "```python\ndef double(x):\n    return 2 * x\n```"
+        return quoting(request)
+
+    bars = {}
+    engine["engine"] = FakeEngine(responder=code_responder, max_batch=16)
+
+    class Bar:
+        def __init__(self, total, desc, unit):
+            self.total, self.n, self.seen = total, 0, []
+            bars[desc.strip()] = self
+
+        def update(self, n=1):
+            self.n += n
+
+        def refresh(self):
+            self.seen.append((self.n, self.total))
+
+        def set_postfix_str(self, s):
+            pass
+
+        def close(self):
+            pass
+
+    sums = " ".join(f"{a} + {b} = {a + b}." for a, b in [(12, 30), (7, 8), (40, 2), (3, 4), (9, 9), (15, 6)])
+    answers = [{**a, "answer": f"{a['answer']} {sums}"} for a in with_context]
+    coded = sandbox.available() is None  # without a sandbox, code goes to the debate like any claim
+    if coded:
+        answers.append({"id": "code", "question": "Write a function double(x) that returns twice x.",
+                        "answer": "```python\ndef double(x):\n    return x + 2\n```"})
+    opts = RunOptions(input=write_input(tmp_path, answers), out=tmp_path / "run", verifier="debate",
+                      debate=DebateConfig(min_rounds=1, max_rounds=2))
+    pipe = Pipeline(opts, settings(), progress=lambda **kw: Bar(**kw), log=lambda m: None)
+    try:
+        summary = pipe.run()
+    finally:
+        pipe.close()
+    bar = bars["debate"]
+    calls = sum(summary["stages"][s]["llm_calls"] for s in ("debate", "arith", "code") if s in summary["stages"])
+    results = [json.loads(line) for line in (tmp_path / "run" / "results.jsonl").read_text().splitlines()]
+    assert sum(c["verifier"] == "arith" for r in results for c in r["claims"]) >= 6 and calls > 0
+    assert sum(c["verifier"] == "code" for r in results for c in r["claims"]) == int(coded)
+    assert bar.n == bar.total == calls
+    # the total reached the calls made while calls were still to make, and never went past them
+    assert any(total == calls and n < calls - 1 for n, total in bar.seen)
+    assert max(total for _, total in bar.seen) <= calls
+
+
 class JudgeEngine(FakeEngine):
     """Answers the judges too: selfcheck says false for Berlin/1887, and is unsure (token probability
     0.6) about 1889; its decision token carries that probability as a logprob."""

@@ -177,7 +177,10 @@ def run(
 
             from tqdm import tqdm
 
-            progress = partial(tqdm, dynamic_ncols=True, file=sys.stderr)
+            # the rate over the whole stage (smoothing 0), not a moving average of the last steps: a CPU engine
+            # finishes its calls in waves, a batch at a time, and the gap before one wave set the ETA to ten times
+            # the time left
+            progress = partial(tqdm, dynamic_ncols=True, file=sys.stderr, smoothing=0)
         process = None
         if ray:
             from functools import partial

@@ -15,7 +15,7 @@ from typing import Callable, Sequence
 from halucheck.config import DEFAULT_BAND, VerifierOptions
 from halucheck.errors import ConfigError
 from halucheck.records import Verdict
-from halucheck.verifiers.base import Verifier, closed_book
+from halucheck.verifiers.base import OnCall, Verifier, closed_book
 from halucheck.verifiers.tools.premise import restated
 
 
@@ -151,7 +151,7 @@ class Routed(Verifier):
             # a checker that may abstain hands its verdicts over once it has settled those it abstained on
             abstains = hasattr(verifier, "abstained")
             out = verifier.verify([checks[i] for i in idx], engines if verifier.uses_llm else None,
-                                  on_verdict=None if abstains else emit, on_call=on_call)
+                                  on_verdict=None if abstains else emit, on_call=self._counted(on_call, verifier))
             self._add_costs(verifier.costs)
             if verifier is self.main:
                 out = [closed_book(v) if not checks[i].evidence else v for i, v in zip(idx, out)]
@@ -168,6 +168,15 @@ class Routed(Verifier):
     def _add_costs(self, costs: dict) -> None:
         for name, c in costs.items():
             self.costs[name] = self.costs[name].merged(c) if name in self.costs else c
+
+    def _counted(self, on_call: OnCall | None, checker: Verifier) -> OnCall | None:
+        """``on_call`` for ``checker``'s claims, each claim's count shifted so that it passes :meth:`least_calls`
+        (the main verifier's minimum, which a caller compares it with) exactly where it passes the checker's own
+        minimum, which :meth:`expected_calls` already counted: the code check's fourth call is no call past it."""
+        shift = self.least_calls() - checker.least_calls()
+        if on_call is None or not shift:
+            return on_call
+        return lambda calls: on_call(calls + shift)
 
 
 __all__ = ["Cascade", "Routed"]
