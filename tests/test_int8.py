@@ -162,3 +162,23 @@ def test_a_checkpoint_whose_names_are_not_the_modules_is_loaded_whole(tmp_path):
     save_file({k.replace("model.", "transformer.", 1): v for k, v in state.items()}, tmp_path / "model.safetensors",
               metadata={"format": "pt"})
     assert int8.load(tmp_path, torch.float32) is None
+
+
+@pytest.mark.parametrize("mode", [DYNAMIC, WEIGHT])
+def test_each_row_maps_its_largest_magnitude_to_127_and_rounds_the_rest(mode):
+    """The quantisation, done in place in a reused buffer, is the textbook one: scale = max |w| / 127 per row,
+    q = round(w / scale); a row of zeros gets the smallest scale, not a division by zero."""
+    torch.manual_seed(3)
+    w = (torch.randn(5000, 256) * torch.rand(256) * 4).to(torch.bfloat16)  # more rows than one chunk
+    w[7] = 0
+    layer = Int8Linear(w, None, mode)
+    wf = w.float()
+    scale = wf.abs().amax(dim=1).clamp(min=1e-8) / 127.0
+    q = torch.round(wf / scale[:, None]).clamp(-127, 127).to(torch.int8)
+    if mode == DYNAMIC:
+        q = q.reshape(5000, -1, 128).transpose(0, 1).contiguous()
+    assert torch.equal(layer.qweight, q)
+    assert torch.equal(layer.scales, scale if mode == DYNAMIC else scale.to(torch.bfloat16))
+    source = wf.clone()
+    Int8Linear(source, None, mode)
+    assert torch.equal(source, wf)  # a float32 source weight is read, never divided in place

@@ -78,9 +78,13 @@ class Int8Linear(nn.Module):
         scale = torch.empty(self.out_features)
         with torch.no_grad():
             for i in range(0, self.out_features, QUANTIZE_ROWS):
-                w = weight[i:i + QUANTIZE_ROWS].detach().to(torch.float32, copy=True)  # divided in place below
-                scale[i:i + QUANTIZE_ROWS] = s = w.abs().amax(dim=1).clamp(min=1e-8) / 127.0
-                q[i:i + QUANTIZE_ROWS] = torch.round(w.div_(s[:, None])).clamp_(-127, 127)
+                rows = weight[i:i + QUANTIZE_ROWS].detach()
+                # in this thread's float32 buffer, every step in place: a model's worth of fresh 25 MB blocks
+                # cost a fault per page each (see engines.loading.returned_to_the_system)
+                w = _scratch(rows.numel(), torch.float32)[:rows.numel()].view(rows.shape).copy_(rows)
+                s = torch.maximum(w.amax(dim=1), w.amin(dim=1).neg()).clamp_(min=1e-8).div_(127.0)
+                scale[i:i + QUANTIZE_ROWS] = s
+                q[i:i + QUANTIZE_ROWS] = w.div_(s[:, None]).round_().clamp_(-127, 127)
         self.group = GROUP if self.in_features % GROUP == 0 else self.in_features
         if mode == DYNAMIC:  # one (out, group) block per group of inputs, each contiguous: _int_mm's fast layout
             q = q.reshape(self.out_features, -1, self.group).transpose(0, 1)

@@ -61,7 +61,7 @@ from halucheck.engines.batching import BatchDecoding, _Batch, _merge
 from halucheck.engines.constrained import SchemaIndexes, _Row
 from halucheck.engines.drafts import NGramDrafter
 from halucheck.engines.index_cache import IndexCache
-from halucheck.engines.loading import _native_half_types, _saved_dtype, _usable_cores, load_dtype
+from halucheck.engines.loading import _native_half_types, _saved_dtype, _usable_cores, load_dtype, returned_to_the_system
 from halucheck.engines.prefix_cache import PrefixCache
 from halucheck.errors import ConfigError, EngineError, HalucheckError
 
@@ -132,7 +132,8 @@ class TransformersEngine(SchemaIndexes, BatchDecoding, Engine):
         self._worker: threading.Thread | None = None
         self._closed = False
         self._prefix_lock = threading.Lock()  # release() comes from the callers' threads
-        self._load(dtype)
+        with returned_to_the_system():  # the memory loading frees goes back (see loading.returned_to_the_system)
+            self._load(dtype)
 
     # -- loading --------------------------------------------------------------------------------
     def _load(self, dtype: str | None) -> None:
