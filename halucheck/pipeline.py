@@ -361,12 +361,12 @@ class Pipeline:
         floor = [self.verifier.expected_calls(checks)]
         bar = self.progress(total=floor[0], desc=f"{self.verifier.name[:9]:<9}", unit="call")
         claims_done = [0]
+        # per claim kind: the calls one such claim costs at least, the claims still to finish, and the claims
+        # finished with the calls they took (a tool check's trace is one turn for several calls: its minimum at least)
         kinds = {c.claim.kind for c in checks}
-        # claim kind -> the calls one such claim costs at least; claims of that kind not finished; finished ones'
-        # calls (a tool check's trace is one turn for several calls: at least its minimum)
         least_of = {k: self.verifier.expected_calls([next(c for c in checks if c.claim.kind == k)]) for k in kinds}
         waiting = Counter(c.claim.kind for c in checks)
-        finished: dict[str, list[int]] = {k: [0, 0] for k in kinds}  # kind -> [claims finished, their calls]
+        finished: dict[str, list[int]] = {k: [0, 0] for k in kinds}
 
         def set_total() -> None:
             spent = sum(calls for _, calls in finished.values())
@@ -400,7 +400,8 @@ class Pipeline:
             kind = checks[i].claim.kind
             waiting[kind] -= 1
             finished[kind][0] += 1
-            finished[kind][1] += max(least_of[kind], sum(1 for t in verdict.chain if t.prompt_tokens or t.completion_tokens))
+            calls = sum(1 for t in verdict.chain if t.prompt_tokens or t.completion_tokens)
+            finished[kind][1] += max(least_of[kind], calls)
             set_total()
             # the verdict is only read from here on, so its twins share it rather than copy it
             buffer.extend((cid, verdict) for cid in claim_ids[i])

@@ -159,6 +159,9 @@ def _to_int8(model: nn.Module, wide: torch.dtype, weights) -> dict[str, int]:
                 weight, bias = weights(f"{prefix}.{name}" if prefix else name, child)
                 setattr(parent, name, Int8Linear(weight, bias, mode, wide))
                 counts[mode] += 1
+    # the conversion's float32 buffer (one chunk of the widest layer): a prompt pass makes its own in the thread
+    # that runs it, so this one would only be kept
+    getattr(_local, "buffers", {}).pop(torch.float32, None)
     return counts
 
 

@@ -61,7 +61,8 @@ from halucheck.engines.batching import BatchDecoding, _Batch, _merge
 from halucheck.engines.constrained import SchemaIndexes, _Row
 from halucheck.engines.drafts import NGramDrafter
 from halucheck.engines.index_cache import IndexCache
-from halucheck.engines.loading import _native_half_types, _saved_dtype, _usable_cores, load_dtype, returned_to_the_system
+from halucheck.engines.loading import (_native_half_types, _saved_dtype, _usable_cores, load_dtype,
+                                       returned_to_the_system)
 from halucheck.engines.prefix_cache import PrefixCache
 from halucheck.errors import ConfigError, EngineError, HalucheckError
 
