@@ -260,31 +260,33 @@ def test_fuse_dedupes_and_ranks_by_rrf():
     assert [e.text for e in fused] == ["b", "a"]
 
 
+class Bar:
+    """A progress bar that records what it was shown; ``bars`` maps each stage's name to its bar."""
+
+    def __init__(self, bars, total, desc, unit):
+        self.total, self.n, self.unit, self.first_total, self.postfix = total, 0, unit, total, ""
+        self.seen = []  # (calls made, total) at each refresh
+        bars[desc.strip()] = self
+
+    def update(self, n=1):
+        self.n += n
+
+    def refresh(self):
+        self.seen.append((self.n, self.total))
+
+    def set_postfix_str(self, s):
+        self.postfix = s
+
+    def close(self):
+        pass
+
+
 def test_debate_progress_counts_calls_and_ends_at_the_calls_made(tmp_path, engine, with_context):
     bars = {}
     engine["engine"] = FakeEngine(responder=quoting, max_batch=16)  # a Leader call: past the least calls
-
-    class Bar:
-        def __init__(self, total, desc, unit):
-            self.total, self.n, self.unit, self.first_total, self.postfix = total, 0, unit, total, ""
-            self.seen = []  # (calls made, total) at each refresh
-            bars[desc.strip()] = self
-
-        def update(self, n=1):
-            self.n += n
-
-        def refresh(self):
-            self.seen.append((self.n, self.total))
-
-        def set_postfix_str(self, s):
-            self.postfix = s
-
-        def close(self):
-            pass
-
     opts = RunOptions(input=write_input(tmp_path, with_context), out=tmp_path / "run", verifier="debate",
                       debate=DebateConfig(min_rounds=1, max_rounds=2))
-    pipe = Pipeline(opts, settings(), progress=lambda **kw: Bar(**kw), log=lambda m: None)
+    pipe = Pipeline(opts, settings(), progress=lambda **kw: Bar(bars, **kw), log=lambda m: None)
     try:
         summary = pipe.run()
     finally:
@@ -315,24 +317,6 @@ def test_progress_projects_each_kind_of_claim_by_the_calls_its_own_kind_took(tmp
 
     bars = {}
     engine["engine"] = FakeEngine(responder=code_responder, max_batch=16)
-
-    class Bar:
-        def __init__(self, total, desc, unit):
-            self.total, self.n, self.seen = total, 0, []
-            bars[desc.strip()] = self
-
-        def update(self, n=1):
-            self.n += n
-
-        def refresh(self):
-            self.seen.append((self.n, self.total))
-
-        def set_postfix_str(self, s):
-            pass
-
-        def close(self):
-            pass
-
     sums = " ".join(f"{a} + {b} = {a + b}." for a, b in [(12, 30), (7, 8), (40, 2), (3, 4), (9, 9), (15, 6)])
     answers = [{**a, "answer": f"{a['answer']} {sums}"} for a in with_context]
     coded = sandbox.available() is None  # without a sandbox, code goes to the debate like any claim
@@ -341,7 +325,7 @@ def test_progress_projects_each_kind_of_claim_by_the_calls_its_own_kind_took(tmp
                         "answer": "```python\ndef double(x):\n    return x + 2\n```"})
     opts = RunOptions(input=write_input(tmp_path, answers), out=tmp_path / "run", verifier="debate",
                       debate=DebateConfig(min_rounds=1, max_rounds=2))
-    pipe = Pipeline(opts, settings(), progress=lambda **kw: Bar(**kw), log=lambda m: None)
+    pipe = Pipeline(opts, settings(), progress=lambda **kw: Bar(bars, **kw), log=lambda m: None)
     try:
         summary = pipe.run()
     finally:
