@@ -363,15 +363,14 @@ class Pipeline:
         claims_done = [0]
         # per claim kind: the calls one such claim costs at least, the claims still to finish, and the claims
         # finished with the calls they took (a tool check's trace is one turn for several calls: its minimum at least)
-        kinds = {c.claim.kind for c in checks}
-        least_of = {k: self.verifier.expected_calls([next(c for c in checks if c.claim.kind == k)]) for k in kinds}
+        least_of = {k: self.verifier.expected_calls([c]) for k, c in {c.claim.kind: c for c in checks}.items()}
         waiting = Counter(c.claim.kind for c in checks)
-        finished: dict[str, list[int]] = {k: [0, 0] for k in kinds}
+        finished: dict[str, list[int]] = {k: [0, 0] for k in least_of}
 
         def set_total() -> None:
             spent = sum(calls for _, calls in finished.values())
             ahead = sum(waiting[k] * max(least_of[k], finished[k][1] / finished[k][0] if finished[k][0] else 0)
-                        for k in kinds)
+                        for k in least_of)
             bar.total = max(floor[0], round(spent + ahead), bar.n)
             bar.refresh()
         # a CPU engine reads a batch of long prompts for minutes before its first reply: the bar says how many

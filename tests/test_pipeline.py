@@ -53,6 +53,20 @@ def split(text):
 quoting = faults.quoting(responder)  # a stance quotes its first passage, so every round asks the Leader
 
 
+def doubling(fallback):
+    """``fallback``, with the code check's requests answered: three test inputs, and solutions of
+    ``double(x)`` that return twice x."""
+
+    def reply(request):
+        if request.tag == "code:tests":
+            return {"inputs": ["2", "5", "0"]}
+        if request.tag == "code:solution":
+            return "```python\ndef double(x):\n    return 2 * x\n```"
+        return fallback(request)
+
+    return reply
+
+
 @pytest.fixture
 def with_context(monkeypatch):
     """ANSWERS with a context each (the claims' passages), searched with hash embeddings (no embedding
@@ -281,16 +295,21 @@ class Bar:
         pass
 
 
-def test_debate_progress_counts_calls_and_ends_at_the_calls_made(tmp_path, engine, with_context):
+def debate_with_bars(tmp_path, answers):
+    """A debate run of ``answers`` whose progress bars record what they were shown: (summary, stage -> bar)."""
     bars = {}
-    engine["engine"] = FakeEngine(responder=quoting, max_batch=16)  # a Leader call: past the least calls
-    opts = RunOptions(input=write_input(tmp_path, with_context), out=tmp_path / "run", verifier="debate",
+    opts = RunOptions(input=write_input(tmp_path, answers), out=tmp_path / "run", verifier="debate",
                       debate=DebateConfig(min_rounds=1, max_rounds=2))
     pipe = Pipeline(opts, settings(), progress=lambda **kw: Bar(bars, **kw), log=lambda m: None)
     try:
-        summary = pipe.run()
+        return pipe.run(), bars
     finally:
         pipe.close()
+
+
+def test_debate_progress_counts_calls_and_ends_at_the_calls_made(tmp_path, engine, with_context):
+    engine["engine"] = FakeEngine(responder=quoting, max_batch=16)  # a Leader call: past the least calls
+    summary, bars = debate_with_bars(tmp_path, with_context)
     bar = bars["debate"]
     assert bar.unit == "call" and bar.first_total > 0
     # every agent call moved the bar, and the total grew to exactly the calls made
@@ -308,28 +327,14 @@ def test_progress_projects_each_kind_of_claim_by_the_calls_its_own_kind_took(tmp
     then ran past the calls made)."""
     from halucheck.verifiers.tools import sandbox
 
-    def code_responder(request):
-        if request.tag == "code:tests":
-            return {"inputs": ["2", "5", "0"]}
-        if request.tag == "code:solution":
-            return "```python\ndef double(x):\n    return 2 * x\n```"
-        return quoting(request)
-
-    bars = {}
-    engine["engine"] = FakeEngine(responder=code_responder, max_batch=16)
+    engine["engine"] = FakeEngine(responder=doubling(quoting), max_batch=16)
     sums = " ".join(f"{a} + {b} = {a + b}." for a, b in [(12, 30), (7, 8), (40, 2), (3, 4), (9, 9), (15, 6)])
     answers = [{**a, "answer": f"{a['answer']} {sums}"} for a in with_context]
     coded = sandbox.available() is None  # without a sandbox, code goes to the debate like any claim
     if coded:
         answers.append({"id": "code", "question": "Write a function double(x) that returns twice x.",
                         "answer": "```python\ndef double(x):\n    return x + 2\n```"})
-    opts = RunOptions(input=write_input(tmp_path, answers), out=tmp_path / "run", verifier="debate",
-                      debate=DebateConfig(min_rounds=1, max_rounds=2))
-    pipe = Pipeline(opts, settings(), progress=lambda **kw: Bar(bars, **kw), log=lambda m: None)
-    try:
-        summary = pipe.run()
-    finally:
-        pipe.close()
+    summary, bars = debate_with_bars(tmp_path, answers)
     bar = bars["debate"]
     calls = sum(summary["stages"][s]["llm_calls"] for s in ("debate", "arith", "code") if s in summary["stages"])
     results = [json.loads(line) for line in (tmp_path / "run" / "results.jsonl").read_text().splitlines()]
@@ -455,14 +460,7 @@ def test_code_in_an_answer_is_run_against_independent_solutions(tmp_path, engine
     docs.mkdir()
     (docs / "notes.md").write_text("# Notes\n\nThe function double returns twice its input in constant time.\n")
 
-    def code_responder(request):
-        if request.tag == "code:tests":
-            return {"inputs": ["2", "5", "0"]}
-        if request.tag == "code:solution":
-            return "```python\ndef double(x):\n    return 2 * x\n```"
-        return responder(request)
-
-    engine["engine"] = FakeEngine(responder=code_responder, max_batch=16)
+    engine["engine"] = FakeEngine(responder=doubling(responder), max_batch=16)
     answers = [{"id": "code", "question": "Write a function double(x) that returns twice x.",
                 "answer": "Here it is:\n```python\ndef double(x):\n    return x + 2\n```\nIt runs in constant time. "
                           "The function double returns twice its input."}]
