@@ -98,7 +98,7 @@ def check(
     except HalucheckError as exc:
         fail(str(exc))
     basis = "evidence" if passages else "closed-book"
-    parts = len(prefixes.judged_parts(v, one.claim.text))
+    parts = len(prefixes.judged_parts(v, one.claim.text, one.claim.question))
     if as_json:
         typer.echo(json.dumps(verdict_json(verdict, cal, basis, parts), ensure_ascii=False, indent=2))
     else:

@@ -21,6 +21,7 @@ import ast
 from dataclasses import replace
 from typing import TYPE_CHECKING, Sequence
 
+from halucheck.prompts.untrusted import clean, statement
 from halucheck.records import Check, Verdict
 from halucheck.text import sentence_spans
 from halucheck.verifiers.scoring import p_hallucinated
@@ -43,19 +44,25 @@ def is_code(text: str) -> bool:
     return tree is not None and any(not isinstance(node, ast.Expr) for node in tree.body)
 
 
-def parts(text: str) -> list[str]:
+def parts(text: str, question: str | None = None) -> list[str]:
     """The prefixes of ``text`` that are judged, shortest first, the whole text last (``[text]`` for a text of
-    one sentence, and for code)."""
-    ends = [end for _, end in sentence_spans(text)]
-    if len(ends) <= 1 or is_code(text):
+    one sentence, and for code). The prefixes are cut from the text as a judge is shown it, without its notes and
+    planted instructions (:func:`~halucheck.prompts.untrusted.statement`, :func:`~halucheck.prompts.untrusted.clean`):
+    a prefix that ended inside a note of several lines would show its first lines ("## Assessment") without the
+    verdict that marks them as a note."""
+    if is_code(text):
         return [text]
-    return [text[:end] for end in ends[-MAX_PARTS:-1]] + [text]
+    shown = clean(statement(text, question))
+    ends = [end for _, end in sentence_spans(shown)]
+    if len(ends) <= 1:
+        return [text]
+    return [shown[:end] for end in ends[-MAX_PARTS:-1]] + [text]
 
 
-def judged_parts(verifier: "Verifier", text: str) -> list[str]:
+def judged_parts(verifier: "Verifier", text: str, question: str | None = None) -> list[str]:
     """What ``verifier`` is shown of ``text``: its :func:`parts`, or the text whole for a tool check
     (``reads_prose`` False: it reads the whole answer, its final result, its code)."""
-    return parts(text) if verifier.reads_prose else [text]
+    return parts(text, question) if verifier.reads_prose else [text]
 
 
 def verify(verifier: "Verifier", checks: Sequence[Check], engines: "EnginePool | None") -> list[Verdict]:
@@ -68,7 +75,7 @@ def verify(verifier: "Verifier", checks: Sequence[Check], engines: "EnginePool |
     units: list[Check] = []
     owner: list[int] = []
     for i, check in enumerate(checks):
-        for part in judged_parts(verifier, check.claim.text):
+        for part in judged_parts(verifier, check.claim.text, check.claim.question):
             units.append(replace(check, claim=replace(check.claim, text=part)) if part != check.claim.text else check)
             owner.append(i)
     verdicts = verifier.verify(units, engines)
