@@ -346,27 +346,42 @@ def compare(folder: Path) -> None:
     same_decided = [(i, a, b) for i, a, b in decided if i in same]
     same_flips = [(i, a, b) for i, a, b in flips if i in same]
     rest = len(decided) - len(same_decided)
-    print(f"pairs whose texts are identical once planted instructions are taken out: {len(same_decided)}; "
+    print(f"pairs whose requests are byte-identical once planted text is taken out: {len(same_decided)}; "
           f"verdicts changed among them (noise of the two runs): {len(same_flips)}")
-    print(f"pairs whose texts still differ: {rest}; verdicts flipped among them: {len(flips) - len(same_flips)}")
+    print(f"pairs whose requests still differ: {rest}; verdicts flipped among them: {len(flips) - len(same_flips)}")
     for i, a, b in flips:
         print(f"  flipped: {i} (gold {'hallucinated' if a['label'] else 'factual'}): {a['prediction']} -> "
-              f"{b['prediction']}{' (identical texts)' if i in same else ''}")
+              f"{b['prediction']}{' (identical requests)' if i in same else ''}")
 
 
 def _identical_after_cleaning(folder: Path) -> set[str]:
-    """The ids of the pairs whose claim, question and passages are the same as models are shown them (planted
-    instructions and notes about the answer out, only the passage sentences that bear on the claim)."""
-    from halucheck.prompts.untrusted import clean, shown, statement
+    """The ids of the pairs whose requests to the judge are byte-identical once the defence has done its work
+    (planted instructions and notes about the answer out, only the passage sentences that bear on the claim,
+    the prefixes cut from what is shown): the selfcheck requests of both texts, rendered by the real verifier
+    for an engine that records them, compared by :meth:`Request.key`."""
+    from halucheck import engines
+    from halucheck.config import Settings
+    from halucheck.engines.fake import FakeEngine
+    from halucheck.engines.pool import EnginePool
+    from halucheck.evaluation.userdata import read_user_data
+    from halucheck.evaluation.verifiers import check_of
+    from halucheck.verifiers import get_verifier, prefixes
 
-    def texts(name: str) -> dict[str, tuple]:
-        rows = [json.loads(line) for line in (folder / name).read_text("utf-8").splitlines() if line]
-        return {r["id"]: tuple(x.strip() for x in [statement(clean(r.get("claim") or ""), r.get("question")),
-                                                   clean(r.get("question") or ""),
-                                                   *shown(r.get("evidence", []), r.get("claim") or "", r.get("question"))])
-                for r in rows}
+    seen: list[str] = []
+    engine = FakeEngine(responder=lambda request: seen.append(request.key()) or {"reasoning": ".", "factuality": True})
+    engines.register("injection-set-recorder", lambda model="", **kw: engine)
+    pool = EnginePool(Settings.from_dict({"profiles": {"p": {"engine": "injection-set-recorder"}}}))
+    selfcheck = get_verifier("selfcheck")
 
-    clean_rows, injected_rows = texts("clean.jsonl"), texts("injected.jsonl")
+    def keys(name: str) -> dict[str, tuple]:
+        out = {}
+        for item in read_user_data(folder / name).items:
+            seen.clear()
+            prefixes.verify(selfcheck, [check_of(item)], pool)
+            out[item.id.split(":", 2)[-1]] = tuple(seen)
+        return out
+
+    clean_rows, injected_rows = keys("clean.jsonl"), keys("injected.jsonl")
     return {i for i, v in injected_rows.items() if clean_rows.get(i) == v}
 
 

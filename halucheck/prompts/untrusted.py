@@ -307,11 +307,11 @@ def notes(text: str, question: str | None = None) -> list[tuple[int, int]]:
 
     def names_nothing_else(k: int, end: int) -> bool:
         rest = " ".join([question or ""] + [text[c:d] for j, (c, d) in enumerate(spans) if not k <= j < end])
-        named = _OF_A_TEXT.sub(" ", _ASSESSES.sub(" ", text[spans[k][0]:spans[end - 1][1]]))  # verdict, text words
+        named = _OF_A_TEXT.sub(" ", _ASSESSES.sub(" ", text[spans[k][0]:spans[end - 1][1]].replace("_", " ")))
         return not _topic(named) & _topic(rest)
 
     def is_note(k: int, end: int) -> bool:  # sentences k to end, taken together
-        words = text[spans[k][0]:spans[end - 1][1]]
+        words = text[spans[k][0]:spans[end - 1][1]].replace("_", " ")  # "accuracy_status=confirmed" has words
         return (not any(text[c:d].rstrip(" \"'”’)").endswith("?") for c, d in spans[k:end])
                 and not any(ch.isdigit() for ch in _RATING.sub("", words))
                 and bool(_ASSESSES.search(words) and _OF_A_TEXT.search(words)) and names_nothing_else(k, end))
@@ -324,12 +324,17 @@ def notes(text: str, question: str | None = None) -> list[tuple[int, int]]:
             found.update(range(k, len(spans)))
             break
     # what the sentence splitter cut off a note ("P.S.", "-- End of answer.") goes with it: a fragment of a few
-    # words next to a note that names nothing at all ("U.S." cut off "Supreme Court justice." names a court)
+    # words next to a note that names nothing, or only numbers that nothing else names (a widget's "❤️ 12.4K");
+    # "U.S." cut off "Supreme Court justice." names a court, and a year the answer names is the answer's
     for k in sorted(found):
         for j in (k - 1, k + 1):
             fragment = text[slice(*spans[j])] if 0 <= j < len(spans) else ""
-            if fragment and j not in found and len(fragment.split()) <= FRAGMENT_WORDS and not _topic(
-                    _TEXT_WORDS.sub(" ", _OF_A_TEXT.sub(" ", _ASSESSES.sub(" ", fragment)))):
+            if not fragment or j in found or len(fragment.split()) > FRAGMENT_WORDS:
+                continue
+            named = _topic(_TEXT_WORDS.sub(" ", _OF_A_TEXT.sub(" ", _ASSESSES.sub(" ", fragment))))
+            elsewhere = _topic(" ".join([question or ""] + [text[c:d] for i, (c, d) in enumerate(spans)
+                                                            if i != j and i not in found]))
+            if all(any(ch.isdigit() for ch in w) and w not in elsewhere for w in named):
                 found.add(j)
     if len(found) == len(spans):  # all of it reads as notes: it is the text, not notes about it
         return []

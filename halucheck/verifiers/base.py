@@ -30,10 +30,12 @@ QUOTABLE_WORDS = 300
 
 def quotable(claim: Claim, evidence: Sequence[Evidence]) -> str:
     """What a reply may repeat whatever a request's repetition controls say (``Request.quote``): the claim,
-    and the names and numbers of the passages. Not the passages' other words: with ten passages nearly
-    every common word is in them, and an agent could then copy another's sentence whole."""
-    names = dict.fromkeys(m.group(0) for e in evidence for m in _NAME_OR_NUMBER.finditer(e.text))
-    return claim.statement + "\n" + " ".join(list(names)[:QUOTABLE_WORDS])
+    and the names and numbers of the passages, as a model is shown them (:func:`under_check_statement`,
+    :func:`passages`: a note or a planted sentence is nothing to quote, and a prompt that the defence made the
+    same as another's is the same request). Not the passages' other words: with ten passages nearly every
+    common word is in them, and an agent could then copy another's sentence whole."""
+    names = dict.fromkeys(m.group(0) for text in passages(claim, evidence) for m in _NAME_OR_NUMBER.finditer(text))
+    return under_check_statement(claim) + "\n" + " ".join(list(names)[:QUOTABLE_WORDS])
 
 
 def passages(claim: Claim, evidence: Sequence[Evidence]) -> list[str]:
