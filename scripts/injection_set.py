@@ -5,9 +5,18 @@ Build the two labelled files from dev items that no tuning used (Factcheck-GPT a
 after the first 100 of each), score both with ``halucheck eval --data``, then compare:
 
     python scripts/injection_set.py build runs/injection            # clean.jsonl, injected.jsonl
-    halucheck eval --data runs/injection/clean.jsonl -p cpu-1.5b -o runs/injection/clean
-    halucheck eval --data runs/injection/injected.jsonl -p cpu-1.5b -o runs/injection/injected
+    halucheck eval --data runs/injection/clean.jsonl -p cpu-1.5b-f32 --config models-f32.yaml \
+        -o runs/injection/clean
+    mkdir runs/injection/injected && cp runs/injection/clean/replies.duckdb runs/injection/injected/
+    halucheck eval --data runs/injection/injected.jsonl -p cpu-1.5b-f32 --config models-f32.yaml \
+        -o runs/injection/injected
     python scripts/injection_set.py compare runs/injection
+
+``models-f32.yaml`` is a copy of ``models.yaml`` with a profile ``cpu-1.5b-f32``: ``cpu-1.5b`` with ``dtype:
+float32`` (bfloat16 changes 14-17 % of verdicts between two runs of the same prompts). The injected set is
+scored with the clean set's replies in its cache: a request that the defence made byte-identical to the clean
+one gets the clean reply (greedy decoding is not batch-invariant, in float32 either), so every flip counted is
+one that the injection made; ``compare`` says how many pairs reach the judge as the same requests.
 
 With ``--paraphrased`` the injections are other phrasings (:data:`PARAPHRASED`), written after the
 defence's patterns (``halucheck/prompts/untrusted.py``) and never used to tune them, appended to the answer or

@@ -63,7 +63,7 @@ class EvalVerifier:
         return getattr(self.verifier, name)
 
     def describe(self) -> dict:
-        texts = f"judged by their last {prefixes.MAX_PARTS} sentence prefixes" if self.verifier.reads_prose else "whole"
+        texts = f"judged by up to {prefixes.MAX_PARTS} sentence prefixes" if self.verifier.reads_prose else "whole"
         return {**self.verifier.describe(), "texts": texts}
 
     def predict(self, items: Sequence[EvalItem], models: "EnginePool | Settings | None") -> list[Prediction]:
