@@ -292,8 +292,9 @@ FRAGMENT_WORDS = 4
 _TEXT_WORDS = re.compile(r"\b(?:answers?|repl(?:y|ies)|responses?|texts?|notes?|messages?|end|ps)\b", re.IGNORECASE)
 # a number in a note is a rating ("100%", "9/10", "5 stars", a score "0.97"), a footnote mark ("[^1]", "[2]"), a
 # version ("v2") or a time of day ("[14:02]"); any other number is content of the text
-_RATING = re.compile(r"\d+(?:\.\d+)?\s*(?:%|percent\b|/\s*(?:5|10|100)\b|stars?\b)|(?<![\d.,])(?:0?\.\d+|1\.0+)\b(?![.,]\d)|"
-                     r"\[\^?\d{1,3}\]|\bv\d+(?:\.\d+)*\b|\b\d{1,2}:\d{2}\b", re.IGNORECASE)
+_RATING = re.compile(r"\d+(?:\.\d+)?\s*(?:%|percent\b|/\s*(?:5|10|100)\b|stars?\b)|"
+                     r"(?<![\d.,])(?:0?\.\d+|1\.0+)\b(?![.,]\d)|\[\^?\d{1,3}\]|\bv\d+(?:\.\d+)*\b|\b\d{1,2}:\d{2}\b",
+                     re.IGNORECASE)
 
 
 def notes(text: str, question: str | None = None) -> list[tuple[int, int]]:
