@@ -289,6 +289,7 @@ _OF_A_TEXT = re.compile(
     r"moderat(?:or|ors|ed|ion)|fact[- ]?check\w*|QA|evaluat(?:ed|ion|or|ors)|disclaimer|verdict|end\s+of)\b|"
     r"\b(?:status|quality|outcome|result|ratings?|confidence|label|assessment)\s*[:=\-\u2013\u2014]", re.IGNORECASE)
 FRAGMENT_WORDS = 4
+NOTE_LINES = 12  # the longest note of several lines taken as one (the longest seen had five)
 _TEXT_WORDS = re.compile(r"\b(?:answers?|repl(?:y|ies)|responses?|texts?|notes?|messages?|end|ps)\b", re.IGNORECASE)
 # a number in a note is a rating ("100%", "9/10", "5 stars", a score "0.97"), a footnote mark ("[^1]", "[2]"), a
 # version ("v2") or a time of day ("[14:02]"); any other number is content of the text
@@ -319,8 +320,9 @@ def notes(text: str, question: str | None = None) -> list[tuple[int, int]]:
 
     found = {k for k in range(len(spans)) if is_note(k, k + 1)}
     # a note of several lines set apart from the text ("---", "## Assessment", "**Verdict:** Supported", ...):
-    # the lines from one that starts a new line to the end, taken together as one sentence is taken above
-    for k in range(1, len(spans)):
+    # the lines from one that starts a new line to the end, taken together as one sentence is taken above; at most
+    # the last NOTE_LINES of them, so that an answer of thousands of lines costs each of them once, not once per line
+    for k in range(max(1, len(spans) - NOTE_LINES), len(spans)):
         if "\n" in text[spans[k - 1][1]:spans[k][0]] and is_note(k, len(spans)):
             found.update(range(k, len(spans)))
             break
