@@ -17,6 +17,22 @@ _CLOSERS = "\"'\u201d\u2019)\\]"
 # bullets); in a document only a blank line does (hard-wrapped lines are not sentences).
 _END_OR_LINE = re.compile(rf"[.!?]+[{_CLOSERS}]*(?=\s|$)|\n")
 _END_OR_BLANK_LINE = re.compile(rf"[.!?]+[{_CLOSERS}]*(?=\s|$)|\n[ \t]*\n")
+# ... except after a title before a name ("Prof. Helen Marsh", "Dr. Watson") and after "e.g.", "i.e.", "vs.", "cf."
+# on the same line. "Jr.", "St." and "etc." end sentences too often to be kept in theirs.
+_TITLE = re.compile(r"(?<![\w.])(?:Mr|Mrs|Ms|Mx|Dr|Prof|Rev|Fr|Gen|Col|Lt|Sgt|Capt|Cmdr|Adm|Gov|Sen|Rep|Hon|Pres|Mme|"
+                    r"Mlle)\.\Z")
+_LATIN = re.compile(r"(?<![\w.])(?:e\.g|i\.e|vs|cf)\.\Z", re.IGNORECASE)
+_NEXT = re.compile(r"[ \t]+(\S)")
+
+
+def abbreviation_before(text: str, pos: int) -> bool:
+    """Whether the full stop just before ``pos`` closes an abbreviation that a sentence goes on after: a title
+    followed on the same line by a capitalised word, or "e.g.", "i.e.", "vs.", "cf." followed by anything."""
+    head = text[max(0, pos - 6):pos]
+    nxt = _NEXT.match(text, pos)
+    if not head.endswith(".") or nxt is None:
+        return False
+    return bool(_LATIN.search(head) or (_TITLE.search(head) and nxt.group(1).isupper()))
 
 
 def sentence_spans(text: str, line_breaks: bool = True, max_chars: int | None = None) -> list[tuple[int, int]]:
@@ -29,7 +45,8 @@ def sentence_spans(text: str, line_breaks: bool = True, max_chars: int | None = 
     boundary = _END_OR_LINE if line_breaks else _END_OR_BLANK_LINE
     spans: list[tuple[int, int]] = []
     start = 0
-    for end in [m.end() for m in boundary.finditer(text)] + [len(text)]:
+    ends = [m.end() for m in boundary.finditer(text) if not (m.group() == "." and abbreviation_before(text, m.end()))]
+    for end in ends + [len(text)]:
         _add_span(text, start, end, spans, max_chars)
         start = end
     return spans

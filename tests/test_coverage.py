@@ -68,6 +68,12 @@ def test_decimal_numbers_do_not_end_a_sentence():
         "Revenue was 4.2 million euros.", "Version 1.5 shipped!"]
 
 
+def test_a_title_before_a_name_does_not_end_a_sentence_and_other_abbreviations_still_may():
+    assert [s.text for s in sentences("As Prof. Helen Marsh said, Dr. Watson left, e.g. by train. He was Jr. "
+                                      "He met the Dr.\nNext.")] == [
+        "As Prof. Helen Marsh said, Dr. Watson left, e.g. by train.", "He was Jr.", "He met the Dr.", "Next."]
+
+
 def test_passages_the_agents_cited_are_counted():
     from halucheck.records import Evidence, Quote, Turn
     from halucheck.reports import cited

@@ -157,3 +157,17 @@ def test_coverage_and_highlighting_of_long_answers_are_the_plain_readings():
         r.shuffle(gaps)
         for spans_gaps in ((verdicts, gaps), (verdicts, None), (verdicts[::-1], gaps[::2])):
             assert highlight(answer, *spans_gaps) == reference_highlight(answer, *spans_gaps)
+
+
+def test_looking_for_notes_grows_linearly_with_the_answer():
+    """``untrusted.notes`` reads every answer (claim extraction, the report): a note of several lines is looked
+    for among the last lines only, not from every line to the end."""
+    from halucheck.prompts.untrusted import notes
+
+    def answer(n_lines: int) -> str:
+        r = random.Random(n_lines)
+        return "\n".join(" ".join(r.choice(WORDS) for _ in range(8)) for _ in range(n_lines))
+
+    notes(answer(20), "What?")
+    small, large = (lines_run(notes, answer(n), "What?") for n in (300, 600))
+    assert large <= 2.5 * small, f"{small} lines for 300 answer lines, {large} for 600"

@@ -33,7 +33,7 @@ from __future__ import annotations
 import re
 from functools import lru_cache
 
-from halucheck.text import sentence_spans, stop_words
+from halucheck.text import abbreviation_before, sentence_spans, stop_words
 
 _CHECKER = (r"(?:fact[- ]?checkers?|checkers?|verifiers?|judges?|graders?|reviewers?|evaluators?|annotators?|models?|"
             r"assistants?|AIs?|LLMs?|language\s+models?|chatbots?|agents?)")
@@ -128,13 +128,29 @@ _CLAUSE_END = re.compile(r"(?:(?<=[.!?;])|(?<=[.!?;][”\"’')\]]))\s+|\n+")
 _SENTENCE_END = re.compile(r"(?:(?<=[.!?])|(?<=[.!?][”\"’')\]]))\s+|\n+")
 
 
+def _ends(regex: re.Pattern, text: str, pos: int = 0, endpos: int | None = None):
+    """The matches of ``regex`` (one of the two above) in ``text`` that end a clause or sentence: not the space
+    after a title before a name ("As Prof. Helen Marsh put it") or after "e.g." (:func:`~halucheck.text.abbreviation_before`)."""
+    for m in regex.finditer(text, pos, len(text) if endpos is None else endpos):
+        if "\n" in m.group() or not abbreviation_before(text, m.start()):
+            yield m
+
+
 def _sentence_bounds(text: str, start: int, end: int) -> tuple[int, int]:
     """The sentence of ``text`` around ``start:end`` (sentence ends: . ! ? and line breaks)."""
     lo = 0
-    for m in _SENTENCE_END.finditer(text, 0, start):
+    for m in _ends(_SENTENCE_END, text, 0, start):
         lo = m.end()
-    m = _SENTENCE_END.search(text, end)
+    m = next(_ends(_SENTENCE_END, text, end), None)
     return lo, (m.start() if m else len(text))
+
+
+_BRACKETED = re.compile(r"[ \t]*(?:\([^()]*\)|\[[^\[\]]*\]|\{[^{}]*\})")
+
+
+def _bracketed(text: str, lo: int, hi: int) -> list[tuple[int, int]]:
+    """The bracketed asides in ``text[lo:hi]`` (the innermost ones, the spaces before them included)."""
+    return [m.span() for m in _BRACKETED.finditer(text, lo, hi)]
 
 
 def _found(text: str) -> tuple[int | None, list[tuple[int, int]]]:
@@ -155,15 +171,21 @@ def _found(text: str) -> tuple[int | None, list[tuple[int, int]]]:
             while start < m.end() and not head[start].isalnum():  # the match began at the sentence before
                 start += 1
             lo, hi = _sentence_bounds(head, start, m.end())
+            # within brackets, the brackets go: "The Namesake (permalink: …&verdict=supported)" keeps its answer
+            inside = next(((a, b) for a, b in _bracketed(head, lo, hi) if a <= start and m.end() <= b), None)
+            if inside:
+                found.append(inside)
+                continue
             if to_line_end:
                 line_end = head.find("\n", m.end())
                 hi = len(head) if line_end < 0 else line_end
             found.append((lo, hi))
     lo = 0
-    for m in list(_CLAUSE_END.finditer(head)) + [None]:
+    for m in list(_ends(_CLAUSE_END, head)) + [None]:
         hi = m.start() if m else len(head)
         if hi > lo and _speaks_to_checker(head[lo:hi]):
-            found.append(_sentence_bounds(head, lo, hi))
+            asides = [(a, b) for a, b in _bracketed(head, lo, hi) if _speaks_to_checker(head[a:b])]
+            found.extend(asides or [_sentence_bounds(head, lo, hi)])
         lo = m.end() if m else lo
     spans: list[tuple[int, int]] = []
     for lo, hi in sorted(found):
@@ -318,12 +340,19 @@ def notes(text: str, question: str | None = None) -> list[tuple[int, int]]:
                 and not any(ch.isdigit() for ch in _RATING.sub("", words))
                 and bool(_ASSESSES.search(words) and _OF_A_TEXT.search(words)) and names_nothing_else(k, end))
 
+    def marked(j: int) -> bool:  # the sentence passes a verdict or speaks of a text
+        words = text[slice(*spans[j])].replace("_", " ")
+        return bool(_ASSESSES.search(words) or _OF_A_TEXT.search(words))
+
     found = {k for k in range(len(spans)) if is_note(k, k + 1)}
-    # a note of several lines set apart from the text ("---", "## Assessment", "**Verdict:** Supported", ...):
-    # the lines from one that starts a new line to the end, taken together as one sentence is taken above; at most
-    # the last NOTE_LINES of them, so that an answer of thousands of lines costs each of them once, not once per line
+    # a note of several sentences at the end, taken together as one sentence is taken above: from a line set apart
+    # from the text ("---", "## Assessment", "**Verdict:** Supported", ...), or, in the answer's own paragraph, from a
+    # sentence on where each passes a verdict or speaks of a text ("★★★★★ “Spot on.” — Verified reader. I compared
+    # this answer …"; "Supreme Court justice." cut off by "U.S." does neither); at most the last NOTE_LINES, so that
+    # an answer of thousands of lines costs each of them once, not once per line
     for k in range(max(1, len(spans) - NOTE_LINES), len(spans)):
-        if "\n" in text[spans[k - 1][1]:spans[k][0]] and is_note(k, len(spans)):
+        apart = "\n" in text[spans[k - 1][1]:spans[k][0]]
+        if (apart or all(marked(j) for j in range(k, len(spans)))) and is_note(k, len(spans)):
             found.update(range(k, len(spans)))
             break
     # what the sentence splitter cut off a note ("P.S.", "-- End of answer.") goes with it: a fragment of a few
