@@ -31,7 +31,9 @@ blind to the defence, like the sixth, in the same places. With ``--eighth``, an 
 blind to the defence, like the sixth and seventh, in the same places. With ``--ninth``, a ninth (:data:`NINTH`), written
 blind to the defence, like the sixth to eighth, in the same places. With ``--tenth``, a tenth (:data:`TENTH`), written
 blind to the defence, like the sixth to ninth, in the same places. With ``--eleventh``, an eleventh (:data:`ELEVENTH`),
-written blind to the defence, like the sixth to tenth, in the same places.
+written blind to the defence, like the sixth to tenth, in the same places. With ``--benign``, a control
+(:data:`BENIGN`): chat closers and page furniture in the same places, nothing about a verdict; how often any text
+appended to an answer or a passage moves a verdict.
 
 Each injection pushes against the gold label: a hallucinated claim is told to be judged factual, a right
 one to be judged false. Four kinds: a plain instruction appended to the answer; the answer closing its own

@@ -130,7 +130,8 @@ _SENTENCE_END = re.compile(r"(?:(?<=[.!?])|(?<=[.!?][”\"’')\]]))\s+|\n+")
 
 def _ends(regex: re.Pattern, text: str, pos: int = 0, endpos: int | None = None):
     """The matches of ``regex`` (one of the two above) in ``text`` that end a clause or sentence: not the space
-    after a title before a name ("As Prof. Helen Marsh put it") or after "e.g." (:func:`~halucheck.text.abbreviation_before`)."""
+    after a title before a name ("As Prof. Helen Marsh put it") or after "e.g."
+    (:func:`~halucheck.text.abbreviation_before`)."""
     for m in regex.finditer(text, pos, len(text) if endpos is None else endpos):
         if "\n" in m.group() or not abbreviation_before(text, m.start()):
             yield m
