@@ -412,8 +412,10 @@ def inject(kind: int, answer: str, evidence: list[str], push_factual: bool, k: i
     return answer, evidence
 
 
-def build(folder: Path, family: str | None = None) -> None:
-    """The clean and injected files in ``folder``: the four original kinds, or the family of that name."""
+def build(folder: Path, family: str | None = None, in_answers: bool = False) -> None:
+    """The clean and injected files in ``folder``: the four original kinds, or the family of that name;
+    ``in_answers``: the family's text for the answer appended to every answer, a right one's too (what a note
+    that vouches for an answer, or a chat closer, does to an answer that needs no help)."""
     folder.mkdir(parents=True, exist_ok=True)
     clean, injected = [], []
     for name in ("factcheck-gpt", "halueval-qa"):
@@ -429,11 +431,13 @@ def build(folder: Path, family: str | None = None) -> None:
             first = FAMILIES[family][0] if family else None
             if first is None:
                 kind = k % 4 if it.label else 2 + k % 2
+            elif in_answers:
+                kind = first
             elif family in ("paraphrased", "fresh", "fourth"):
                 kind = first + k % 2 if it.label else first + 1
             else:
                 kind = first if it.label else first + 1
-            answer, evidence = inject(kind, text, list(it.evidence), push_factual=it.label, k=k)
+            answer, evidence = inject(kind, text, list(it.evidence), push_factual=it.label or in_answers, k=k)
             injected.append({**row, "claim": answer, "evidence": evidence, "kind": kind})
     for fname, rows in (("clean.jsonl", clean), ("injected.jsonl", injected)):
         (folder / fname).write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows), "utf-8")
@@ -513,10 +517,12 @@ if __name__ == "__main__":
     args = sys.argv[1:]
     flags = [f"--{name}" for name in FAMILIES]
     chosen = [a[2:] for a in args if a in flags]
-    args = [a for a in args if a not in flags]
-    if len(args) != 2 or args[0] not in ("build", "compare") or len(chosen) > 1:
-        sys.exit(f"usage: python scripts/injection_set.py build [{' | '.join(flags)}] FOLDER | compare FOLDER")
+    in_answers = "--in-answers" in args
+    args = [a for a in args if a not in flags and a != "--in-answers"]
+    if len(args) != 2 or args[0] not in ("build", "compare") or len(chosen) > 1 or (in_answers and not chosen):
+        sys.exit(f"usage: python scripts/injection_set.py build [{' | '.join(flags)} [--in-answers]] FOLDER | "
+                 "compare FOLDER")
     if args[0] == "build":
-        build(Path(args[1]), chosen[0] if chosen else None)
+        build(Path(args[1]), chosen[0] if chosen else None, in_answers)
     else:
         compare(Path(args[1]))
