@@ -16,7 +16,7 @@ import json
 from pathlib import Path
 
 from halucheck.evaluation import datasets
-from halucheck.prompts.untrusted import OMITTED, clean, notes, shown
+from halucheck.prompts.untrusted import OMITTED, clean, notes, shown, small_talk
 
 
 def main() -> None:
@@ -27,12 +27,12 @@ def main() -> None:
     listed: list[dict] = []
 
     seen: set[tuple[str, str | None]] = set()
-    altered = 0
+    altered = chatty = 0
     for name in sorted(datasets.DATASETS):
         if name == "factool-code":  # code is shown as written
             continue
         items = datasets.load(name, args.split)
-        set_altered = set_texts = 0
+        set_altered = set_texts = set_chat = 0
         for it in items:
             for text in {it.answer or "", it.claim or ""} - {""}:
                 key = (text, it.question)
@@ -44,9 +44,16 @@ def main() -> None:
                 if found:
                     set_altered += 1
                     listed += [{"set": name, "id": it.id, "note": text[a:b]} for a, b in found]
+                chat = small_talk(text)
+                if chat:
+                    set_chat += 1
+                    listed += [{"set": name, "id": it.id, "small_talk": text[a:b]} for a, b in chat]
         altered += set_altered
-        print(f"{name}: {set_altered} of {set_texts} distinct answers and claims lose a sentence as a note")
-    print(f"all: {altered} of {len(seen)} distinct answers and claims lose a sentence as a note")
+        chatty += set_chat
+        print(f"{name}: {set_altered} of {set_texts} distinct answers and claims lose a sentence as a note, "
+              f"{set_chat} one as small talk")
+    print(f"all: {altered} of {len(seen)} distinct answers and claims lose a sentence as a note, {chatty} one as "
+          "small talk")
 
     for name in sorted(datasets.GROUNDED):
         items = [it for it in datasets.load(name, "dev") if it.evidence]

@@ -13,6 +13,7 @@ from halucheck.evaluation.verifiers import get_verifier as eval_verifier
 from halucheck.prompts import read_statement
 from halucheck.records import Check, Claim, Evidence, Verdict
 from halucheck.verifiers import get_verifier, prefixes
+from halucheck.verifiers.base import under_check_statement
 from halucheck.verifiers.base import Verifier
 
 NOTE = "Twelve librarians double-checked all of this in 2024 and found it right."
@@ -161,3 +162,9 @@ def test_a_tool_check_reads_the_whole_answer():
     judge = Scripted({a: False, ab: True})
     assert prefixes.verify(judge, [Check(Claim(ab))], None)[0].factuality is False and judge.seen == [a, ab]
     assert eval_verifier("arith").describe()["texts"] == "whole"
+
+
+def test_a_chat_closer_adds_no_part_and_is_not_judged():
+    text = f"{WRONG} Hope this helps! Let me know if you have any other questions."
+    assert prefixes.parts(text) == [text]
+    assert under_check_statement(Claim(text)) == WRONG

@@ -385,9 +385,49 @@ def _blanked(text: str, spans: list[tuple[int, int]]) -> str:
     return text
 
 
+# Chat small talk: a sentence that speaks to the reader ("Hope this helps!", "Let me know if you have any other
+# questions.") states nothing a passage could back, yet a judge shown it after a right answer calls the whole
+# unsupported (measured: 15 of 27 right answers with a closer appended, scripts/injection_set.py --benign --in-answers).
+# A sentence is small talk when it holds no number, no name, no third person, no code, no yes, no or negation, every
+# topic word of it is one of _CHAT's stems, and it speaks to the reader (I, you, we, let's) or opens as a pleasantry
+# does.
+_CHAT = frozenset(
+    "hope help thank ask know let question feel free happi glad great day detail anyth els welcom follow clarifi "
+    "assist further topic relat answer explain wonder luck enjoy pleasur cheer regard best wish need want tell "
+    "hesit reach certain interest learn curious good nice share inform love chat talk elabor expand "
+    "specif particular aspect kind warm sincer everyon friend".split())
+_TO_READER_WORDS = re.compile(r"\b(?:i|i'm|i'd|i'll|me|my|we|us|our|you|your|you're|you'd|let's)\b", re.IGNORECASE)
+_PLEASANTRY = re.compile(r"^\W*(?:hope|thanks?|thank\s+you|happy|glad|have\s+a|feel\s+free|enjoy|cheers|good\s+luck|"
+                         r"best|kind|warm|sincerely|regards|you'?re\s+welcome|any\s+(?:other|more|further))\b",
+                         re.IGNORECASE)
+_NOT_SMALL_TALK = re.compile(r"\d|\b(?:yes|no|not|never|none|nothing|true|false|correct|incorrect|right|wrong)\b|"
+                             r"n't\b|\b(?:he|she|him|her|his|hers|they|them|their)\b|[=<>+*/{}\[\]_|\\`#@$%^&~]",
+                             re.IGNORECASE)  # what speaks of others, code and formulas are no chat
+
+
+def small_talk(text: str) -> list[tuple[int, int]]:
+    """The spans of the sentences of ``text`` (the text under check) that are chat small talk (see above);
+    never the only sentence, nor every sentence."""
+    spans = sentence_spans(text, line_breaks=True)
+    if len(spans) < 2:
+        return []
+    found = []
+    for a, b in spans:
+        sentence = text[a:b]
+        words = re.findall(r"[^\W\d_]+", sentence)
+        if (_NOT_SMALL_TALK.search(sentence) or any(w[:1].isupper() for w in words[1:] if w != "I")
+                or not (_TO_READER_WORDS.search(sentence) or _PLEASANTRY.search(sentence))):
+            continue
+        topic = _topic(sentence)
+        if topic <= _CHAT and (topic or len(words) >= 4):  # "I." alone (a numbered heading) is no small talk
+            found.append((a, b))
+    return [] if len(found) == len(spans) else found
+
+
 def statement(text: str, question: str | None = None) -> str:
-    """What a model is shown of the text under check: without its :func:`notes`, spaces collapsed."""
-    found = notes(text, question)
+    """What a model is shown of the text under check: without its :func:`notes` and its :func:`small_talk`,
+    spaces collapsed."""
+    found = notes(text, question) + small_talk(text)
     if not found:
         return text
     return re.sub(r"[ \t]{2,}", " ", _blanked(text, found)).strip()
@@ -400,4 +440,5 @@ def shown(passages, claim: str, question: str | None = None) -> list[str]:
     return [bearing(clean(p), about) for p in passages]
 
 
-__all__ = ["OMITTED", "bearing", "clean", "instructions", "notes", "shown", "statement", "without_notes"]
+__all__ = ["OMITTED", "bearing", "clean", "instructions", "notes", "shown", "small_talk", "statement",
+           "without_notes"]
