@@ -223,3 +223,7 @@ def test_chat_small_talk_is_not_shown_as_part_of_the_text_and_nothing_else_is_ta
                  "Let me know if Pierre helps.", "while i < j:", "You should thank her."]:
         assert statement(f"{ANSWER} {kept}") == f"{ANSWER} {kept}"
     assert small_talk("Hope this helps!") == [] and statement("Thanks! Hope this helps!") == "Thanks! Hope this helps!"
+    # a short answer without a full stop that runs into a closer; a title that reads like one is a title
+    assert statement("Band of Brothers Hope this helps!") == "Band of Brothers"
+    assert statement("Mr. Burns I hope that answers your question.") == "Mr. Burns"
+    assert statement("Thank You for the Music") == "Thank You for the Music"

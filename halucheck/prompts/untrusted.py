@@ -405,23 +405,35 @@ _NOT_SMALL_TALK = re.compile(r"\d|\b(?:yes|no|not|never|none|nothing|true|false|
                              re.IGNORECASE)  # what speaks of others, code and formulas are no chat
 
 
+def _is_small_talk(sentence: str) -> bool:
+    words = re.findall(r"[^\W\d_]+", sentence)
+    if (_NOT_SMALL_TALK.search(sentence) or any(w[:1].isupper() for w in words[1:] if w != "I")
+            or not (_TO_READER_WORDS.search(sentence) or _PLEASANTRY.search(sentence))):
+        return False
+    topic = _topic(sentence)
+    return topic <= _CHAT and bool(topic or len(words) >= 4)  # "I." alone (a numbered heading) is no small talk
+
+
+CHAT_WORDS = 12  # the longest closer looked for at the end of a sentence that lacks its full stop
+
+
 def small_talk(text: str) -> list[tuple[int, int]]:
-    """The spans of the sentences of ``text`` (the text under check) that are chat small talk (see above);
-    never the only sentence, nor every sentence."""
-    spans = sentence_spans(text, line_breaks=True)
-    if len(spans) < 2:
-        return []
+    """The spans of ``text`` (the text under check) that are chat small talk (see above): whole sentences, or
+    the end of one from a capitalised word on within its last :data:`CHAT_WORDS` words, where an answer without
+    a full stop ran into a closer ("Band of Brothers Hope this helps!"). Never the whole text."""
     found = []
-    for a, b in spans:
-        sentence = text[a:b]
-        words = re.findall(r"[^\W\d_]+", sentence)
-        if (_NOT_SMALL_TALK.search(sentence) or any(w[:1].isupper() for w in words[1:] if w != "I")
-                or not (_TO_READER_WORDS.search(sentence) or _PLEASANTRY.search(sentence))):
-            continue
-        topic = _topic(sentence)
-        if topic <= _CHAT and (topic or len(words) >= 4):  # "I." alone (a numbered heading) is no small talk
+    for a, b in sentence_spans(text, line_breaks=True):
+        if _is_small_talk(text[a:b]):
             found.append((a, b))
-    return [] if len(found) == len(spans) else found
+            continue
+        if not re.search(r"[.!?][\"'”’)]*$", text[a:b]):  # a closer ends as a sentence does
+            continue
+        starts = [m.start() for m in re.finditer(r"\S+", text[a:b])][1:][-CHAT_WORDS:]
+        for start in starts:
+            if text[a + start].isupper() and _is_small_talk(text[a + start:b]):
+                found.append((a + start, b))
+                break
+    return found if _blanked(text, found).strip() else []
 
 
 def statement(text: str, question: str | None = None) -> str:
