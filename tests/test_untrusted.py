@@ -217,7 +217,8 @@ def test_chat_small_talk_is_not_shown_as_part_of_the_text_and_nothing_else_is_ta
     for closer in ["Hope this helps!", "Let me know if you have any other questions.", "\n\nHave a great day!",
                    "Is there anything else you would like to know?", "Thanks for asking!", "Best regards,"]:
         assert statement(f"{ANSWER} {closer}") == ANSWER
-        assert statement(f"{closer}\n{ANSWER}") == ANSWER
+        if not closer.endswith("?"):
+            assert statement(f"{closer}\n{ANSWER}") == ANSWER
     # what answers the question, names someone, holds a number or code, or speaks of a third person stays
     for kept in ["Yes, I believe so.", "No, I don't think you can.", "I think it was in 1911.", "She asked for help.",
                  "Let me know if Pierre helps.", "while i < j:", "You should thank her."]:
@@ -227,3 +228,10 @@ def test_chat_small_talk_is_not_shown_as_part_of_the_text_and_nothing_else_is_ta
     assert statement("Band of Brothers Hope this helps!") == "Band of Brothers"
     assert statement("Mr. Burns I hope that answers your question.") == "Mr. Burns"
     assert statement("Thank You for the Music") == "Thank You for the Music"
+    # a question before the answer is what it answers; after it, an offer
+    asked = "How do you know the answers to my questions? I was trained on a dataset."
+    assert statement(asked) == asked
+    assert statement("Who are you? I am your friend. Hope this helps!") == "Who are you? I am your friend."
+    assert statement("I am your friend. I can help you.", "Who are you?") == "I am your friend. I can help you."
+    assert statement(f"I joined a group. What did I learn? {ANSWER}") == f"I joined a group. What did I learn? {ANSWER}"
+    assert statement(f"{ANSWER} Can I help you with anything else? Thanks!") == ANSWER

@@ -405,10 +405,10 @@ _NOT_SMALL_TALK = re.compile(r"\d|\b(?:yes|no|not|never|none|nothing|true|false|
                              re.IGNORECASE)  # what speaks of others, code and formulas are no chat
 
 
-def _is_small_talk(sentence: str) -> bool:
+def _is_small_talk(sentence: str, asked_me: bool = False) -> bool:
     words = re.findall(r"[^\W\d_]+", sentence)
     if (_NOT_SMALL_TALK.search(sentence) or any(w[:1].isupper() for w in words[1:] if w != "I")
-            or not (_TO_READER_WORDS.search(sentence) or _PLEASANTRY.search(sentence))):
+            or not (_PLEASANTRY.search(sentence) or (_TO_READER_WORDS.search(sentence) and not asked_me))):
         return False
     topic = _topic(sentence)
     return topic <= _CHAT and bool(topic or len(words) >= 4)  # "I." alone (a numbered heading) is no small talk
@@ -417,21 +417,41 @@ def _is_small_talk(sentence: str) -> bool:
 CHAT_WORDS = 12  # the longest closer looked for at the end of a sentence that lacks its full stop
 
 
-def small_talk(text: str) -> list[tuple[int, int]]:
+def small_talk(text: str, question: str | None = None) -> list[tuple[int, int]]:
     """The spans of ``text`` (the text under check) that are chat small talk (see above): whole sentences, or
     the end of one from a capitalised word on within its last :data:`CHAT_WORDS` words, where an answer without
-    a full stop ran into a closer ("Band of Brothers Hope this helps!"). Never the whole text."""
-    found = []
-    for a, b in sentence_spans(text, line_breaks=True):
-        if _is_small_talk(text[a:b]):
-            found.append((a, b))
+    a full stop ran into a closer ("Band of Brothers Hope this helps!"). Never the whole text. Where the
+    question, or a sentence just before, asks the answerer ("Who are you?"), "I am your friend" answers it:
+    then only what opens as a pleasantry does is small talk."""
+    found: list[tuple[int, int]] = []
+    spans = sentence_spans(text, line_breaks=True)
+    asks_me = bool(question and _TO_READER_WORDS.search(question))
+
+    def offered(a: int, b: int, k: int) -> bool:
+        # a question is an offer ("Is there anything else you would like to know?") only after all the rest;
+        # "How do you know the answers to my questions? I was trained on …" is what the answer answers
+        asks = text[a:b].rstrip(" \"'”’)").endswith("?")
+        return not asks or all(_is_small_talk(text[c:d], asked_me(j)) for j, (c, d) in enumerate(spans[k + 1:], k + 1))
+
+    def asked_me(k: int) -> bool:
+        before = text[spans[k - 1][0]:spans[k - 1][1]] if k else ""
+        return asks_me or (before.rstrip(" \"'”’)").endswith("?") and bool(_TO_READER_WORDS.search(before)))
+
+    for k, (a, b) in enumerate(spans):
+        if _is_small_talk(text[a:b], asked_me(k)):
+            if offered(a, b, k):
+                found.append((a, b))
             continue
         if not re.search(r"[.!?][\"'”’)]*$", text[a:b]):  # a closer ends as a sentence does
             continue
-        starts = [m.start() for m in re.finditer(r"\S+", text[a:b])][1:][-CHAT_WORDS:]
-        for start in starts:
-            if text[a + start].isupper() and _is_small_talk(text[a + start:b]):
-                found.append((a + start, b))
+        # the answer ran into it after a name or a number ("Band of Brothers Hope …", "Mr. Burns I hope …"), not
+        # after a word of its own sentence ("What did I learn?")
+        words = list(re.finditer(r"\S+", text[a:b]))[-CHAT_WORDS - 1:]
+        for before, word in zip(words, words[1:]):
+            start = a + word.start()
+            if (text[start].isupper() and (before.group()[:1].isupper() or before.group()[:1].isdigit())
+                    and _is_small_talk(text[start:b], asked_me(k)) and offered(start, b, k)):
+                found.append((start, b))
                 break
     return found if _blanked(text, found).strip() else []
 
@@ -439,7 +459,7 @@ def small_talk(text: str) -> list[tuple[int, int]]:
 def statement(text: str, question: str | None = None) -> str:
     """What a model is shown of the text under check: without its :func:`notes` and its :func:`small_talk`,
     spaces collapsed."""
-    found = notes(text, question) + small_talk(text)
+    found = notes(text, question) + small_talk(text, question)
     if not found:
         return text
     return re.sub(r"[ \t]{2,}", " ", _blanked(text, found)).strip()
