@@ -171,3 +171,17 @@ def test_looking_for_notes_grows_linearly_with_the_answer():
     notes(answer(20), "What?")
     small, large = (lines_run(notes, answer(n), "What?") for n in (300, 600))
     assert large <= 2.5 * small, f"{small} lines for 300 answer lines, {large} for 600"
+
+
+def test_what_a_judge_is_shown_of_a_text_grows_linearly_with_it():
+    """``untrusted.statement`` (notes and small talk out) on a chatty text of many questions and closers."""
+    from halucheck.prompts.untrusted import statement
+
+    def text(n: int) -> str:  # chat before a last sentence of content: each question is asked before the answer
+        r = random.Random(n)
+        chat = (r.choice(["Any other questions?", "Hope this helps!", "Thanks!"]) for _ in range(n))
+        return " ".join(chat) + " Oulu is big."
+
+    statement(text(20), "What?")
+    small, large = (lines_run(statement, text(n), "What?") for n in (300, 600))
+    assert large <= 2.5 * small, f"{small} lines for 300 sentences, {large} for 600"

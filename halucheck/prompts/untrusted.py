@@ -380,9 +380,14 @@ def without_notes(text: str, question: str | None = None) -> str:
 
 
 def _blanked(text: str, spans: list[tuple[int, int]]) -> str:
-    for a, b in spans:
-        text = text[:a] + " " * (b - a) + text[b:]
-    return text
+    """``text`` with the characters of ``spans`` (which may overlap) turned to spaces; linear in its length."""
+    pieces, last = [], 0
+    for a, b in sorted(spans):
+        a = max(a, last)
+        if b > a:
+            pieces += [text[last:a], " " * (b - a)]
+            last = b
+    return "".join(pieces) + text[last:]
 
 
 # Chat small talk: a sentence that speaks to the reader ("Hope this helps!", "Let me know if you have any other
@@ -417,29 +422,32 @@ def _is_small_talk(sentence: str, asked_me: bool = False) -> bool:
 CHAT_WORDS = 12  # the longest closer looked for at the end of a sentence that lacks its full stop
 
 
+def _asks(sentence: str) -> bool:
+    return sentence.rstrip(" \"'”’)").endswith("?")
+
+
 def small_talk(text: str, question: str | None = None) -> list[tuple[int, int]]:
     """The spans of ``text`` (the text under check) that are chat small talk (see above): whole sentences, or
     the end of one from a capitalised word on within its last :data:`CHAT_WORDS` words, where an answer without
     a full stop ran into a closer ("Band of Brothers Hope this helps!"). Never the whole text. Where the
     question, or a sentence just before, asks the answerer ("Who are you?"), "I am your friend" answers it:
     then only what opens as a pleasantry does is small talk."""
-    found: list[tuple[int, int]] = []
     spans = sentence_spans(text, line_breaks=True)
     asks_me = bool(question and _TO_READER_WORDS.search(question))
-
-    def offered(a: int, b: int, k: int) -> bool:
-        # a question is an offer ("Is there anything else you would like to know?") only after all the rest;
-        # "How do you know the answers to my questions? I was trained on …" is what the answer answers
-        asks = text[a:b].rstrip(" \"'”’)").endswith("?")
-        return not asks or all(_is_small_talk(text[c:d], asked_me(j)) for j, (c, d) in enumerate(spans[k + 1:], k + 1))
-
-    def asked_me(k: int) -> bool:
-        before = text[spans[k - 1][0]:spans[k - 1][1]] if k else ""
-        return asks_me or (before.rstrip(" \"'”’)").endswith("?") and bool(_TO_READER_WORDS.search(before)))
-
+    asked = [asks_me or (k > 0 and _asks(text[slice(*spans[k - 1])])
+                         and bool(_TO_READER_WORDS.search(text[slice(*spans[k - 1])])))
+             for k in range(len(spans))]
+    chat = [_is_small_talk(text[a:b], asked[k]) for k, (a, b) in enumerate(spans)]
+    # a question is an offer ("Is there anything else you would like to know?") only after all the rest;
+    # "How do you know the answers to my questions? I was trained on …" is what the answer answers
+    last = len(spans)
+    while last > 0 and chat[last - 1]:
+        last -= 1  # spans[last:] are all small talk
+    found: list[tuple[int, int]] = []
     for k, (a, b) in enumerate(spans):
-        if _is_small_talk(text[a:b], asked_me(k)):
-            if offered(a, b, k):
+        offered = k + 1 >= last
+        if chat[k]:
+            if offered or not _asks(text[a:b]):
                 found.append((a, b))
             continue
         if not re.search(r"[.!?][\"'”’)]*$", text[a:b]):  # a closer ends as a sentence does
@@ -450,7 +458,7 @@ def small_talk(text: str, question: str | None = None) -> list[tuple[int, int]]:
         for before, word in zip(words, words[1:]):
             start = a + word.start()
             if (text[start].isupper() and (before.group()[:1].isupper() or before.group()[:1].isdigit())
-                    and _is_small_talk(text[start:b], asked_me(k)) and offered(start, b, k)):
+                    and _is_small_talk(text[start:b], asked[k]) and (offered or not _asks(text[start:b]))):
                 found.append((start, b))
                 break
     return found if _blanked(text, found).strip() else []
