@@ -1,11 +1,12 @@
 """What the defence against planted text costs on clean text: prints, over every item of the named sets,
-how many answers and claims lose a sentence as a note about themselves (``untrusted.notes``) and how much
-of each grounded set's passages a judge is shown (``untrusted.bearing``).
+how many answers and claims lose a sentence as a note about themselves (``untrusted.notes``) or as chat small
+talk (``untrusted.small_talk``), and how much of each grounded set's passages a judge is shown
+(``untrusted.bearing``).
 
     python scripts/untrusted_cost.py [--split dev] [--list FILE]
 
-``--list FILE`` writes every note taken out (set, id, the sentence) and every passage shown in part (set,
-id, characters kept), one JSON line each, so that two versions of the defence can be compared with
+``--list FILE`` writes every note and small talk taken out (set, id, the sentence) and every passage shown in
+part (set, id, characters kept), one JSON line each, so that two versions of the defence can be compared with
 ``diff``. Reads the datasets from ``../shared/datasets`` (or ``HALUCHECK_DATASETS``).
 """
 
@@ -44,7 +45,7 @@ def main() -> None:
                 if found:
                     set_altered += 1
                     listed += [{"set": name, "id": it.id, "note": text[a:b]} for a, b in found]
-                chat = small_talk(text)
+                chat = small_talk(text, it.question)
                 if chat:
                     set_chat += 1
                     listed += [{"set": name, "id": it.id, "small_talk": text[a:b]} for a, b in chat]
