@@ -74,6 +74,13 @@ def test_a_title_before_a_name_does_not_end_a_sentence_and_other_abbreviations_s
         "As Prof. Helen Marsh said, Dr. Watson left, e.g. by train.", "He was Jr.", "He met the Dr.", "Next."]
 
 
+def test_initials_and_a_cases_v_before_a_name_do_not_end_a_sentence():
+    assert [s.text for s in sentences("Sandra Day O'Connor is a female U.S. Supreme Court justice. She moved to the "
+                                      "U.K. in 1990. NYSRPA v. Bruen was decided in 2022. I am A. Smith. It has vitamin C.\nNext.")] == [
+        "Sandra Day O'Connor is a female U.S. Supreme Court justice.", "She moved to the U.K. in 1990.",
+        "NYSRPA v. Bruen was decided in 2022.", "I am A. Smith.", "It has vitamin C.", "Next."]
+
+
 def test_passages_the_agents_cited_are_counted():
     from halucheck.records import Evidence, Quote, Turn
     from halucheck.reports import cited
