@@ -18,10 +18,9 @@ _CLOSERS = "\"'\u201d\u2019)\\]"
 _END_OR_LINE = re.compile(rf"[.!?]+[{_CLOSERS}]*(?=\s|$)|\n")
 _END_OR_BLANK_LINE = re.compile(rf"[.!?]+[{_CLOSERS}]*(?=\s|$)|\n[ \t]*\n")
 # ... except after a title, an initial or a case's "v." before a capitalised word ("Prof. Helen Marsh", "William O.
-# Douglas", "Roe v. Wade"), and after
-# "e.g.", "i.e.", "vs.", "cf." and initials ("a U.S. Supreme Court justice", "moved to the U.S. in 1990") on the same
-# line (a sentence that ends with initials runs on: rarer than one that names them). "Jr.", "St." and "etc." end
-# sentences too often to be kept in theirs.
+# Douglas", "Roe v. Wade"), and after "e.g.", "i.e.", "vs.", "cf." and initials ("a U.S. Supreme Court justice",
+# "moved to the U.S. in 1990") on the same line (a sentence that ends with initials runs on: rarer than one that
+# names them). "Jr.", "St." and "etc." end sentences too often to be kept in theirs.
 _TITLE = re.compile(r"(?<![\w.])(?:Mr|Mrs|Ms|Mx|Dr|Prof|Rev|Fr|Gen|Col|Lt|Sgt|Capt|Cmdr|Adm|Gov|Sen|Rep|Hon|Pres|Mme|"
                     r"Mlle|v|[A-Z])\.\Z")
 _LATIN = re.compile(r"(?<![\w.])(?:(?i:e\.g|i\.e|vs|cf)|(?:[A-Z]\.){1,2}[A-Z])\.\Z")
@@ -30,8 +29,8 @@ _NEXT = re.compile(r"[ \t]+(\S)")
 
 def abbreviation_before(text: str, pos: int) -> bool:
     """Whether the full stop just before ``pos`` closes an abbreviation that a sentence goes on after: a title, an
-    initial or "v." followed on the same line by a capitalised word, or "e.g.", "i.e.", "vs.", "cf." or initials ("U.S.")
-    followed by anything."""
+    initial or "v." followed on the same line by a capitalised word, or "e.g.", "i.e.", "vs.", "cf." or initials
+    ("U.S.") followed by anything."""
     head = text[max(0, pos - 6):pos]
     nxt = _NEXT.match(text, pos)
     if not head.endswith(".") or nxt is None:
