@@ -116,8 +116,13 @@ _UNDER_CHECK = re.compile(
 _HIDDEN = re.compile(r"<!--.*?(?:-->|$)", re.DOTALL)  # an HTML comment (to the end when unclosed)
 
 
+def _asks(sentence: str) -> bool:
+    """Whether ``sentence`` is a question (its "?" may stand before closing quotes or a bracket)."""
+    return sentence.rstrip(" \"'”’)").endswith("?")
+
+
 def _speaks_to_checker(sentence: str) -> bool:
-    if sentence.rstrip(" \"'”’)").endswith("?"):  # a question asks; it does not instruct
+    if _asks(sentence):  # a question asks; it does not instruct
         return False
     return bool(_TO_READER.search(sentence) and _VERDICT_WORD.search(sentence) and _UNDER_CHECK.search(sentence))
 
@@ -337,7 +342,7 @@ def notes(text: str, question: str | None = None) -> list[tuple[int, int]]:
 
     def is_note(k: int, end: int) -> bool:  # sentences k to end, taken together
         words = text[spans[k][0]:spans[end - 1][1]].replace("_", " ")  # "accuracy_status=confirmed" has words
-        return (not any(text[c:d].rstrip(" \"'”’)").endswith("?") for c, d in spans[k:end])
+        return (not any(_asks(text[c:d]) for c, d in spans[k:end])
                 and not any(ch.isdigit() for ch in _RATING.sub("", words))
                 and bool(_ASSESSES.search(words) and _OF_A_TEXT.search(words)) and names_nothing_else(k, end))
 
@@ -422,10 +427,6 @@ def _is_small_talk(sentence: str, asked_me: bool = False) -> bool:
 CHAT_WORDS = 12  # the longest closer looked for at the end of a sentence that lacks its full stop
 
 
-def _asks(sentence: str) -> bool:
-    return sentence.rstrip(" \"'”’)").endswith("?")
-
-
 def small_talk(text: str, question: str | None = None) -> list[tuple[int, int]]:
     """The spans of ``text`` (the text under check) that are chat small talk (see above): whole sentences, or
     the end of one from a capitalised word on within its last :data:`CHAT_WORDS` words, where an answer without
@@ -434,10 +435,10 @@ def small_talk(text: str, question: str | None = None) -> list[tuple[int, int]]:
     then only what opens as a pleasantry does is small talk."""
     spans = sentence_spans(text, line_breaks=True)
     asks_me = bool(question and _TO_READER_WORDS.search(question))
-    asked = [asks_me or (k > 0 and _asks(text[slice(*spans[k - 1])])
-                         and bool(_TO_READER_WORDS.search(text[slice(*spans[k - 1])])))
+    sentences = [text[a:b] for a, b in spans]
+    asked = [asks_me or (k > 0 and _asks(sentences[k - 1]) and bool(_TO_READER_WORDS.search(sentences[k - 1])))
              for k in range(len(spans))]
-    chat = [_is_small_talk(text[a:b], asked[k]) for k, (a, b) in enumerate(spans)]
+    chat = [_is_small_talk(sentence, asked[k]) for k, sentence in enumerate(sentences)]
     # a question is an offer ("Is there anything else you would like to know?") only after all the rest;
     # "How do you know the answers to my questions? I was trained on …" is what the answer answers
     last = len(spans)
@@ -447,14 +448,14 @@ def small_talk(text: str, question: str | None = None) -> list[tuple[int, int]]:
     for k, (a, b) in enumerate(spans):
         offered = k + 1 >= last
         if chat[k]:
-            if offered or not _asks(text[a:b]):
+            if offered or not _asks(sentences[k]):
                 found.append((a, b))
             continue
-        if not re.search(r"[.!?][\"'”’)]*$", text[a:b]):  # a closer ends as a sentence does
+        if not re.search(r"[.!?][\"'”’)]*$", sentences[k]):  # a closer ends as a sentence does
             continue
         # the answer ran into it after a name or a number ("Band of Brothers Hope …", "Mr. Burns I hope …"), not
         # after a word of its own sentence ("What did I learn?")
-        words = list(re.finditer(r"\S+", text[a:b]))[-CHAT_WORDS - 1:]
+        words = list(re.finditer(r"\S+", sentences[k]))[-CHAT_WORDS - 1:]
         for before, word in zip(words, words[1:]):
             start = a + word.start()
             if (text[start].isupper() and (before.group()[:1].isupper() or before.group()[:1].isdigit())
