@@ -237,27 +237,22 @@ def test_ctrl_c_in_index_is_one_line_and_exit_130(tmp_path, monkeypatch, interru
 
 
 def test_sigint_during_a_real_index_build_is_one_line(tmp_path):
-    # the signal must come while the build runs: on a loaded machine 400 documents can be indexed before this
-    # process polls again, so a build that finished is tried again with a corpus five times larger
-    for size in (400, 2000, 10000):
-        corpus = tmp_path / f"docs{size}"
-        corpus.mkdir()
-        for i in range(size):
-            (corpus / f"d{i}.txt").write_text(f"Document {i} says tower {i} was built in {1500 + i}. It is tall.\n")
-        db = tmp_path / f"ix{size}.duckdb"
-        proc = subprocess.Popen(
-            [sys.executable, "-c", "import sys; from halucheck.cli import app; app(sys.argv[1:], prog_name='halucheck')",
-             "index", str(corpus), "--db", str(db), "--embed-model", "fake"],
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        deadline = time.monotonic() + 60
-        while not db.exists() and proc.poll() is None and time.monotonic() < deadline:
-            time.sleep(0.01)
-        proc.send_signal(signal.SIGINT)
-        _, err = proc.communicate(timeout=120)
-        if proc.returncode != 0:
-            break
-    else:
-        pytest.skip("the build finished before the signal came, three times")
+    corpus = tmp_path / "docs"
+    corpus.mkdir()
+    for i in range(400):
+        (corpus / f"d{i}.txt").write_text(f"Document {i} says tower {i} was built in {1500 + i}. It is tall.\n")
+    db = tmp_path / "ix.duckdb"
+    proc = subprocess.Popen(
+        [sys.executable, "-c", "import sys; from halucheck.cli import app; app(sys.argv[1:], prog_name='halucheck')",
+         "index", str(corpus), "--db", str(db), "--embed-model", "fake"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 60
+    while not db.exists() and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.01)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    if proc.returncode == 0:
+        pytest.skip("the build finished before the signal came")
     assert proc.returncode == 130, err
     assert "Traceback" not in err
     assert err.strip().splitlines()[-1] == "error: interrupted; run the same command again to finish the index"
