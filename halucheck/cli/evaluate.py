@@ -34,8 +34,9 @@ def eval_cmd(
     dirs: Optional[list[Path]] = typer.Argument(None, help="With --compare: the run directories to tabulate."),
     dataset: Optional[list[str]] = typer.Option(
         None, "--dataset", "-d", help="Labeled set (repeatable): factool-qa, factool-qa-response, factool-math, "
-        "factool-math-response, factool-sci, factool-sci-response, factool-code, factcheck-gpt, wice, halueval-qa, "
-        "halueval-general, halueval2, truthfulqa."),
+        "factool-math-response, factool-sci, factool-sci-response, factool-code, factcheck-gpt, wice, wice-dev, "
+        "halueval-qa, halueval-qa-cleaned, halueval-general, halueval2, truthfulqa, summedits, begin, faithdial, q2, "
+        "contract-nli."),
     data: Optional[list[Path]] = typer.Option(
         None, "--data", help="Your own labelled file (repeatable), .jsonl or .csv: id, answer (or claim), hallucinated "
         "(true/false), and optional question, context, evidence. Scored as dataset data:<file name>, alone or beside "
