@@ -21,11 +21,14 @@ class EvidenceSources:
     passages of one cited document and of one item's context at a time (claims come in answer order)."""
 
     def __init__(self, corpus: Path | None, index: Path | None, top_k: int, use_context: bool = True,
-                 log: Callable[[str], None] = print, built: bool = False) -> None:
+                 log: Callable[[str], None] = print, built: bool = False, exclude_dirs: tuple[Path, ...] = ()) -> None:
         """``built``: ``index`` is up to date (made for this run elsewhere): it is opened as it is, and the
-        corpus folder is only named, not read (a worker of a distributed run may not see it)."""
+        corpus folder is only named, not read (a worker of a distributed run may not see it).
+        ``exclude_dirs``: folders of the corpus never read as corpus (the run's own ``--out``)."""
         self.corpus_dir, self.index_flag, self.top_k, self.use_context, self.log = corpus, index, top_k, use_context, log
         self.built = built
+        self.exclude_dirs = exclude_dirs
+        self.index_report = None  # what the last build of the corpus index did (retrieval.IndexReport)
         self._corpus = None
         self._names = None
         self._document: tuple[str, object] | None = None
@@ -42,7 +45,9 @@ class EvidenceSources:
             if self.built:
                 self._corpus = retrieval.Index.open(db)
                 return self._corpus
-            report = retrieval.build_index(self.corpus_dir, db, warn=lambda m: self.log(f"warning: {m}"))
+            report = retrieval.build_index(self.corpus_dir, db, warn=lambda m: self.log(f"warning: {m}"),
+                                           exclude_dirs=self.exclude_dirs)
+            self.index_report = report
             if not report.chunks:
                 self.log(f"note: the corpus {self.corpus_dir} has no indexable text ({len(report.skipped)} file(s) "
                          "skipped): claims get evidence only from the items' context, if any")

@@ -231,15 +231,34 @@ def read_file(path: Path, warn: Callable[[str], None] | None = None, max_bytes: 
 
 
 def iter_files(root: Path, exclude: tuple[Path, ...] = (),
-               warn: Callable[[str], None] | None = None) -> Iterator[Path]:
+               warn: Callable[[str], None] | None = None, exclude_dirs: tuple[Path, ...] = (),
+               left_out: Callable[[Path, Path], None] | None = None) -> Iterator[Path]:
     """Supported files under ``root``, recursively, sorted; hidden files and folders are ignored.
 
     A file reached through a symlink that leads out of ``root`` is skipped (with a call to ``warn``):
     the corpus is what the folder holds, and a link to ``/etc/passwd`` must not become quoted evidence.
-    So is a file whose name is not UTF-8 (Python holds its bytes as lone surrogates, which no index can store)."""
+    So is a file whose name is not UTF-8 (Python holds its bytes as lone surrogates, which no index can store).
+
+    Nothing halucheck wrote is corpus: a file in a folder that holds :data:`halucheck.outputs.MARKER` (a run
+    folder, an eval run, an index cache), or under one of ``exclude_dirs`` (the run's own ``--out``), is left
+    out with a call ``left_out(file, folder)`` naming the folder that made it halucheck's."""
+    from halucheck import outputs
+
     root = Path(root)
     real_root = root.resolve()
     excluded = {p.resolve() for p in exclude}
+    own_dirs = [Path(d).expanduser().resolve() for d in exclude_dirs]
+    marked: dict[Path, Path | None] = {}  # folder -> the marked folder it lies in (None: none)
+
+    def marked_folder(rel: Path) -> Path | None:
+        found = None
+        for depth in range(len(rel.parts)):  # the root, then each folder down to the file's own
+            folder = root.joinpath(*rel.parts[:depth])
+            if folder not in marked:
+                marked[folder] = found or (folder if outputs.is_marked(folder) else None)
+            found = marked[folder]
+        return found
+
     for path in sorted(root.rglob("*")):
         rel = path.relative_to(root)
         if any(part.startswith(".") for part in rel.parts):
@@ -248,6 +267,12 @@ def iter_files(root: Path, exclude: tuple[Path, ...] = (),
             continue
         real = path.resolve()
         if real in excluded:
+            continue
+        own = marked_folder(rel) or next(
+            (d for d in own_dirs if path.absolute().is_relative_to(d) or real.is_relative_to(d)), None)
+        if own is not None:
+            if left_out:
+                left_out(path, own)
             continue
         if replace_surrogates(str(path))[1]:
             if warn:

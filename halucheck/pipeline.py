@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from halucheck import claims as claim_stages
+from halucheck import claims as claim_stages, outputs
 from halucheck.config import RunOptions, Settings, VerifierOptions
 from halucheck.engines.cache import CachingEngine
 from halucheck.engines.pool import EnginePool
@@ -88,6 +88,42 @@ class Pending:
         return ", ".join(f"{n} {what}" for n, what in parts if n)
 
 
+def check_paths(opts: RunOptions) -> None:
+    """Refuse a run that would read what it writes: an --out that is the corpus folder or holds it (its
+    reports would be read as evidence), an input that is one of the files the run writes."""
+    out = opts.out.expanduser().resolve()
+    if opts.corpus is not None:
+        corpus = Path(opts.corpus).expanduser().resolve()
+        if corpus == out or corpus.is_relative_to(out):
+            raise InputError(
+                f"--out {opts.out} {'is' if corpus == out else 'holds'} the corpus folder {corpus}: the run's reports "
+                "would be read as evidence; choose an --out outside it (a folder inside the corpus is fine: it is "
+                "never read as corpus)")
+    for path in outputs.run_files(out):
+        if outputs.same_file(opts.input, path):
+            raise InputError(
+                f"--input {opts.input} is the file {path.name} that this run writes in --out {opts.out}; it would "
+                "be overwritten: choose another --out, or keep the answers under another name")
+
+
+def mark_run_folder(out: Path) -> None:
+    """Put halucheck's marker in the run folder (:mod:`halucheck.outputs`): no corpus ever reads it. A folder
+    that cannot be written is left as it is: writing the reports there says so in one line."""
+    try:
+        outputs.mark(out)
+    except OSError:
+        pass
+
+
+def corpus_skipped(report) -> dict[str, int]:
+    """Why files of the corpus were not read, counted: ``halucheck's own`` (a run folder, an index cache:
+    never corpus) and ``unreadable`` (the warnings name each); {} when none or no corpus."""
+    if report is None:
+        return {}
+    out = {"halucheck's own output": sum(report.left_out.values()), "unreadable or empty": len(report.skipped)}
+    return {why: n for why, n in out.items() if n}
+
+
 class Pipeline:
     """One run: owns the run database, its engine pool (every engine behind the run's reply cache), the
     verifier and the evidence sources."""
@@ -110,11 +146,14 @@ class Pipeline:
             log(f"note: {kind} claims go to {opts.verifier}: {why}")
         self.verifier.check()  # before anything is opened or written
         self._calibration = self.find_calibrator()  # so is a calibrator for another model, or a name not stored
-        self.store = RunStore(opts.out / "run.duckdb", restart=restart)  # makes the folder (or says why not)
+        check_paths(opts)
+        self.store = RunStore(opts.out / outputs.RUN_DB, restart=restart)  # makes the folder (or says why not)
+        mark_run_folder(opts.out)
         self.engines = EnginePool(settings, wrappers=(lambda engine: CachingEngine(engine, self.store),),
                                   kept=engines)
         self._own_evidence = evidence is None
-        self.evidence = evidence or EvidenceSources(opts.corpus, opts.index, opts.top_k, opts.use_context, log)
+        self.evidence = evidence or EvidenceSources(opts.corpus, opts.index, opts.top_k, opts.use_context, log,
+                                                    exclude_dirs=(opts.out,))
         self.calibrate()
 
     def find_calibrator(self):
@@ -151,6 +190,9 @@ class Pipeline:
         summary = reports.summarize(results, self.store, since=started)
         if changes:
             summary["corpus_changes"] = changes
+        skipped = corpus_skipped(self.evidence.index_report)
+        if skipped:
+            summary["corpus_skipped"] = skipped
         summary["wall_s"] = round(time.perf_counter() - t0, 1)
         self.store.set_meta("last_summary", json.dumps(summary))
         return summary

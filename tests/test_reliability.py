@@ -735,3 +735,56 @@ def test_quoted_multiline_csv_fields_still_read(tmp_path):
     assert items[0].answer == 'Paris is big.\r\nIt is in "France".' and items[0].question == "Where?"
     assert items[1].answer == "Rome, Italy" and items[2].answer == 'Oslo "the city" is cold.'
     assert items[2].question == "Which\ncity?"
+
+
+# -- 30. a run never reads its own reports as evidence --------------------------------------------------------------------
+
+
+def test_a_run_folder_inside_the_corpus_is_never_read_as_evidence(tmp_path, monkeypatch, fake_embeddings):
+    """Run from the corpus folder, the default --out (runs/<name>) lies inside it: the next run must not index
+    the first one's report.html, which quotes every claim word for word."""
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    (corpus / "tower.txt").write_text("The Eiffel Tower stands in Paris, France. It opened in 1889.")
+    src = write_jsonl(tmp_path / "answers.jsonl", ANSWERS)
+    monkeypatch.chdir(corpus)
+    args = ["run", "-i", str(src), "--corpus", ".", "--index", str(tmp_path / "ix.duckdb"), "-p", "fake", "--quiet"]
+    first = runner.invoke(app, args)
+    assert first.exit_code == 0, first.output
+    assert (corpus / "runs" / "answers" / "report.html").is_file()
+    again = runner.invoke(app, [*args, "--restart"])  # the same folder, read again from scratch
+    assert again.exit_code == 0, again.output
+    sources = {e["source"] for r in results_of(corpus / "runs" / "answers") for c in r["claims"] for e in c["evidence"]}
+    assert sources and all(Path(s).name == "tower.txt" for s in sources), sources
+    assert "corpus: 2 file(s) not read: 2 in folders halucheck wrote" in again.stdout
+    # a folder halucheck wrote stays out of every index, not only the run that wrote it
+    index = runner.invoke(app, ["index", str(corpus), "--db", str(tmp_path / "other.duckdb")])
+    assert index.exit_code == 0 and "1 added" in index.stdout and "2 file(s) halucheck wrote left out" in index.stdout
+    # --out the corpus folder itself (or one holding it) is refused: there, nothing could be excluded
+    for out in (corpus, tmp_path):
+        r = runner.invoke(app, [*args, "-o", str(out)])
+        [err] = [line for line in r.stderr.splitlines() if line.startswith("error:")]  # notes may come first
+        assert r.exit_code == 1 and "the corpus folder" in err and r.stderr.rstrip().endswith(err), r.output
+    assert not (corpus / "results.jsonl").exists()
+
+
+# -- 31. a run never overwrites its own input ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", ["results.jsonl", "report.html", "link.jsonl"])
+def test_an_input_that_the_run_would_write_is_refused_and_kept(tmp_path, name):
+    folder = tmp_path / "D"
+    folder.mkdir()
+    answers = "".join(json.dumps(a) + "\n" for a in ANSWERS)
+    if name == "link.jsonl":  # a hard link to results.jsonl is the same file under another name
+        (folder / "results.jsonl").write_text(answers)
+        os.link(folder / "results.jsonl", tmp_path / name)
+        src = tmp_path / name
+    else:
+        src = folder / name
+        src.write_text(answers)
+    r = runner.invoke(app, ["run", "-i", str(src), "-o", str(folder), "-p", "fake", "--quiet"])
+    [err] = [line for line in r.stderr.splitlines() if line.startswith("error:")]
+    assert r.exit_code == 1 and r.stderr.rstrip().endswith(err), r.output
+    assert "that this run writes in --out" in err and "choose another --out" in err
+    assert src.read_text() == answers and not (folder / "run.duckdb").exists()

@@ -18,6 +18,7 @@ def _eval_extraction(dataset, split, limit, out, config, profile, role, no_cache
 
     settings = settings_of(config, profile, role)
     out_dir = out or default_out("extraction", dataset, split, settings.profile_for("extractor").name)
+    eval_folder(out_dir)
     result = run_extraction_eval(dataset, settings, out_dir, split=split, limit=limit, cache=not no_cache)
     typer.echo(f"claim extraction, {split} split, profile {result['profile']} ({result['model']}); "
                f"a gold claim is found when an extracted one matches it ({next(iter(result['datasets'].values()))['match']})")
@@ -133,6 +134,7 @@ def eval_cmd(
         used_split = split if dataset else "all"  # a run of user files alone is not split
         out_dir = out or default_out(verifier, [*(dataset or []), *(d.name.replace(":", "-") for d in user_data)],
                                      used_split, prof)
+        eval_folder(out_dir)
         result = run_eval(dataset or [], verifier, settings, out_dir, split=used_split, limit=limit,
                           options=options, max_evidence=top_k, label=name,
                           log=lambda m: typer.echo(m, err=True), cache=not no_cache, data=user_data,
@@ -154,6 +156,23 @@ def eval_cmd(
                f"{cost['wall_time_s']}s")
     typer.echo(f"  predictions: {out_dir / 'predictions.jsonl'}")
     typer.echo(f"  metrics:     {out_dir / 'metrics.json'}")
+
+
+def eval_folder(out_dir: Path) -> None:
+    """Make an eval run's folder with halucheck's marker (:mod:`halucheck.outputs`: no corpus reads it), or say
+    in one line why it cannot be."""
+    from halucheck import outputs
+    from halucheck.errors import disk_problem
+
+    if out_dir.exists() and not out_dir.is_dir():
+        raise HalucheckError(f"--out {out_dir} is a file; pass a folder for the eval run (it is created if missing)")
+    try:
+        outputs.mark(out_dir)
+    except OSError as exc:
+        why = {"full": "the disk is full; free some space", "read-only": "it is read-only; make it writable"}.get(
+            disk_problem(exc) or "", "check the path")
+        raise HalucheckError(f"cannot make the eval run folder {out_dir} ({exc.strerror or exc}): {why}, or choose "
+                             "another --out") from None
 
 
 def _eval_user_data(paths: list[Path], limit: Optional[int], corpus: Optional[Path], top_k: int):
@@ -231,6 +250,7 @@ def calibrate_cmd(
         user = [load_user_data(f, limit=limit, warn=lambda m: typer.echo(f"warning: {m}", err=True)) for f in data or []]
         out_dir = out or Path("runs") / "calibrate" / default_out(verifier, [*(dataset or []), *(d.name.replace(":", "-") for d in user)],
                                                                   split, prof.name if prof else None).name
+        eval_folder(out_dir)
         result = run_eval(dataset or [], verifier, settings, out_dir, split=split, limit=limit, options=options,
                           log=lambda m: typer.echo(m, err=True), data=user, calibration=False)
         rows = [r for r in read_predictions(out_dir) if r.get("score") is not None]

@@ -88,6 +88,12 @@ def print_summary(summary: dict, out_dir: Path) -> None:
         ch = s["corpus_changes"]
         typer.echo(f"  corpus changed since the last run: {len(ch['files'])} file(s) edited or deleted, "
                    f"{ch['claims_rechecked']} claim(s) checked again against the corpus as it is now")
+    if s.get("corpus_skipped"):
+        why = {"halucheck's own output": "in folders halucheck wrote (its runs and indexes are never evidence)",
+               "unreadable or empty": "unreadable or empty (the warnings above name them)"}
+        sk = s["corpus_skipped"]
+        typer.echo(f"  corpus: {sum(sk.values())} file(s) not read: "
+                   + "; ".join(f"{n} {why.get(k, k)}" for k, n in sk.items()))
     if s.get("calibration"):
         typer.echo(f"  P(hallucinated) {s['calibration']}")
     if len(s.get("decided_by", {})) > 1:  # a cascade: which stage decided how many

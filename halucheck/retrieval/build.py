@@ -40,6 +40,7 @@ class IndexReport:
     removed: list[str] = field(default_factory=list)
     unchanged: int = 0
     skipped: list[tuple[str, str]] = field(default_factory=list)
+    left_out: dict[str, int] = field(default_factory=dict)  # folder halucheck wrote -> its files, never read
     documents: int = 0
     chunks: int = 0
     embedded: int = 0
@@ -47,10 +48,22 @@ class IndexReport:
     seconds: float = 0.0
     timings: dict = field(default_factory=dict)  # seconds per phase: scan, read, embed, bm25
 
+    def left_out_note(self) -> str:
+        """", N file(s) halucheck wrote left out (FOLDER, ...)", or "" when none."""
+        if not self.left_out:
+            return ""
+        folders = sorted(self.left_out)
+        shown = ", ".join(folders[:3]) + (f" and {len(folders) - 3} more" if len(folders) > 3 else "")
+        return (f", {sum(self.left_out.values())} file(s) halucheck wrote left out ({shown}: its runs and indexes "
+                "are never corpus)")
+
+    def note_left_out(self, path: Path, folder: Path) -> None:
+        self.left_out[str(folder)] = self.left_out.get(str(folder), 0) + 1
+
     def summary(self) -> str:
         return (
             f"{len(self.added)} added, {len(self.changed)} changed, {len(self.removed)} removed, "
-            f"{self.unchanged} unchanged, {len(self.skipped)} skipped; index holds {self.documents} documents, "
+            f"{self.unchanged} unchanged, {len(self.skipped)} skipped{self.left_out_note()}; index holds {self.documents} documents, "
             f"{self.chunks} chunks ({self.embedded} embedded now) [{self.seconds:.1f} s]"
         )
 
@@ -67,6 +80,7 @@ def build_index(
     max_file_bytes: int | None = None,
     progress: bool | None = None,
     warn: Callable[[str], None] | None = None,
+    exclude_dirs: tuple[Path, ...] = (),
 ) -> IndexReport:
     """Index the supported files under ``root`` into the DuckDB file ``db`` (created if missing).
 
@@ -74,7 +88,9 @@ def build_index(
     changed; removed files leave the index. Unreadable, binary, empty, oversized (> 50 MB) or encrypted
     files are skipped, each with a call to ``warn`` naming the file. ``embed_model`` is ``None`` (keep the
     index's model, or the default), a local sentence-transformers folder, or ``"fake"`` (tests).
-    Chunking settings apply to files processed in this run.
+    Chunking settings apply to files processed in this run. Nothing halucheck wrote is read: folders holding
+    its marker (:mod:`halucheck.outputs`), ``exclude_dirs`` (a run's ``--out``) and its cache folder are left
+    out (counted in ``report.left_out``).
     """
     t0 = time.perf_counter()
     warn = warn or log.warning
@@ -84,9 +100,11 @@ def build_index(
         raise InputError(f"{root} is not a folder; pass the folder of documents to index")
     root = root.resolve()
     db = Path(db).expanduser().resolve()
+    exclude_dirs = _own_folders(root, exclude_dirs)
+    _mark_index_folder(db)
     max_file_bytes = max_file_bytes or ingest.MAX_FILE_BYTES
     chunking = f"sentences={chunk_sentences},overlap={chunk_overlap},max_chars={max_chars}"
-    unchanged = _unchanged_index(root, db, embed_model, embedder, warn)
+    unchanged = _unchanged_index(root, db, embed_model, embedder, warn, exclude_dirs)
     if unchanged is not None:  # read only: runs and searches reading the index meanwhile are no obstacle
         unchanged.seconds = time.perf_counter() - t0
         return unchanged
@@ -98,7 +116,7 @@ def build_index(
         embedder, model_spec = _choose_embedder(con, embed_model, embedder, warn)
 
         # 1. compare the folder with what the index knows
-        todo = _scan(con, root, db, max_file_bytes, report, warn)
+        todo = _scan(con, root, db, max_file_bytes, report, warn, exclude_dirs)
         report.timings["scan"] = time.perf_counter() - t0
         t1 = time.perf_counter()
 
@@ -127,8 +145,34 @@ def build_index(
     return report
 
 
+def _own_folders(root: Path, exclude_dirs: tuple[Path, ...]) -> tuple[Path, ...]:
+    """``exclude_dirs`` and halucheck's cache folder, resolved, where they lie inside ``root`` (one that holds
+    the whole corpus excludes nothing: a run's ``--out`` that holds its corpus is refused before this)."""
+    from halucheck.config import user_cache_dir
+
+    out = []
+    for d in (*exclude_dirs, user_cache_dir()):
+        d = Path(d).expanduser().resolve()
+        if d != root and d.is_relative_to(root):
+            out.append(d)
+    return tuple(out)
+
+
+def _mark_index_folder(db: Path) -> None:
+    """Mark the folder of an index in halucheck's cache (or one a build makes) as halucheck's: never corpus.
+    A folder the user chose for ``--db`` and that already exists is theirs, and stays unmarked."""
+    from halucheck import outputs
+    from halucheck.config import user_cache_dir
+
+    try:
+        if not db.parent.exists() or db.parent == (user_cache_dir() / "indexes").expanduser().resolve():
+            outputs.mark(db.parent)
+    except OSError:
+        pass  # the build itself says why the folder cannot be written
+
+
 def _unchanged_index(root: Path, db: Path, embed_model: str | None, embedder,
-                     warn: Callable[[str], None]) -> IndexReport | None:
+                     warn: Callable[[str], None], exclude_dirs: tuple[Path, ...] = ()) -> IndexReport | None:
     """The report of a build with nothing to do, found on a read-only connection: a finished index of the
     same embedding model, every chunk embedded, BM25 current, and every file under ``root`` with the size
     and mtime it was indexed with (chunking settings apply to files read again: none here). None when there
@@ -159,7 +203,8 @@ def _unchanged_index(root: Path, db: Path, embed_model: str | None, embedder,
         known = {r[0]: r[1:] for r in con.execute(
             "SELECT path, size, mtime_ns, sha256, status, reason FROM files WHERE starts_with(path, ?)", [prefix]
         ).fetchall()}
-        for path in ingest.iter_files(root, exclude=(db, Path(str(db) + ".wal")), warn=notes.append):
+        for path in ingest.iter_files(root, exclude=(db, Path(str(db) + ".wal")), warn=notes.append,
+                                      exclude_dirs=exclude_dirs, left_out=report.note_left_out):
             old = known.pop(str(path), None)
             try:
                 st = path.stat()
@@ -196,7 +241,8 @@ def _choose_embedder(con, embed_model: str | None, embedder, warn: Callable[[str
 
 
 def _scan(
-    con, root: Path, db: Path, max_file_bytes: int, report: IndexReport, warn: Callable[[str], None]
+    con, root: Path, db: Path, max_file_bytes: int, report: IndexReport, warn: Callable[[str], None],
+    exclude_dirs: tuple[Path, ...] = (),
 ) -> list[tuple[Path, os.stat_result, str | None]]:
     """The files under ``root`` to read again, with their stat and content hash; fills the report's added,
     changed, unchanged, removed and (unchanged) skipped files. A file whose size or mtime changed but whose
@@ -211,7 +257,8 @@ def _scan(
     exclude = (db, Path(str(db) + ".wal"))
     todo: list[tuple[Path, os.stat_result, str | None]] = []
     seen: set[str] = set()
-    for path in ingest.iter_files(root, exclude=exclude, warn=warn):
+    for path in ingest.iter_files(root, exclude=exclude, warn=warn, exclude_dirs=exclude_dirs,
+                                  left_out=report.note_left_out):
         p = str(path)
         seen.add(p)
         try:

@@ -1,0 +1,52 @@
+"""What halucheck writes, and the mark that keeps it out of every corpus.
+
+Every folder halucheck makes to write into (a run's ``--out``, an eval run's folder, the cache of corpus
+indexes, an index's BM25 folder) holds the marker file :data:`MARKER`. :func:`halucheck.ingest.iter_files`
+never reads a folder that holds it, so a run folder left inside the corpus (``runs/<name>`` made from the
+corpus folder) never becomes evidence: its report quotes the claims it checked word for word.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+MARKER = ".halucheck-output"
+_TEXT = ("This folder was written by halucheck. `halucheck index` and `run --corpus` never read a folder\n"
+         "holding this file as corpus: its reports quote the claims they checked.\n")
+
+RUN_DB = "run.duckdb"
+# the files `halucheck run` writes in its --out folder (an input may be none of them)
+RUN_FILES = (RUN_DB, RUN_DB + ".wal", "results.jsonl", "results.jsonl.tmp", "report.html", "report.html.tmp")
+
+
+def mark(folder: str | os.PathLike) -> None:
+    """Make ``folder`` (and its parents) if missing and put the marker in it. OSError as the OS says it (the
+    caller turns a full disk or a read-only folder into its one line)."""
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    marker = folder / MARKER
+    if not marker.is_file():
+        marker.write_text(_TEXT, encoding="utf-8")
+
+
+def is_marked(folder: str | os.PathLike) -> bool:
+    """Whether halucheck wrote ``folder`` (it holds the marker)."""
+    return (Path(folder) / MARKER).is_file()
+
+
+def run_files(out: str | os.PathLike) -> list[Path]:
+    """The files a run with ``--out out`` writes, resolved."""
+    out = Path(out).expanduser().resolve()
+    return [out / name for name in RUN_FILES]
+
+
+def same_file(a: str | os.PathLike, b: str | os.PathLike) -> bool:
+    """Whether ``a`` and ``b`` are one file: the same resolved path, or (both existing) the same inode."""
+    a, b = Path(a).expanduser(), Path(b).expanduser()
+    try:
+        if a.resolve() == b.resolve():
+            return True
+        return a.exists() and b.exists() and os.path.samefile(a, b)
+    except OSError:
+        return False
