@@ -188,7 +188,9 @@ def test_aggregation_rule():
     assert agg["counts"] == {"claims": 4, "false": 2, "true": 1, "undecided": 1}
     assert agg["score"] == pytest.approx(1 - 0.9 * 0.2 * 0.4)
     assert aggregate([{"factuality": True, "confidence": 1.0, "error_severity": 0}])["hallucinated"] is False
-    assert aggregate([])["hallucinated"] is False
+    # no claim at all: nothing was checked, so the answer is undecided, without severity or score, never clean
+    assert {k: aggregate([])[k] for k in ("hallucinated", "max_severity", "score")} == \
+        {"hallucinated": None, "max_severity": None, "score": None}
 
 
 def test_resume_after_crash_makes_no_duplicate_calls(tmp_path, engine, with_context):

@@ -788,3 +788,90 @@ def test_an_input_that_the_run_would_write_is_refused_and_kept(tmp_path, name):
     assert r.exit_code == 1 and r.stderr.rstrip().endswith(err), r.output
     assert "that this run writes in --out" in err and "choose another --out" in err
     assert src.read_text() == answers and not (folder / "run.duckdb").exists()
+
+
+# -- 32. an answer none of whose text was checked is undecided, never clean --------------------------------------------------
+
+
+def test_an_answer_with_no_claim_is_undecided_not_clean_and_partial_checking_is_shown(tmp_path, scripted):
+    def responder(request):
+        if request.tag == "claims:extract":
+            text = read_field(request.messages[-1]["content"], "text", last=True)
+            if "Louvre" in text or "777" in text:
+                return {"claims": []}  # the extractor found nothing to check: all of a2, a3's second sentence
+        return echo(request)
+
+    scripted["engine"] = FakeEngine(responder=responder)
+    seine = {"id": "a3", "answer": "The Seine flows through Paris. It is 777 km long."}
+    src = write_jsonl(tmp_path / "answers.jsonl", ANSWERS[:2] + [seine])
+    cfg = tmp_path / "models.yaml"
+    cfg.write_text("profiles:\n  s:\n    engine: scripted\n")
+    out = tmp_path / "out"
+    r = runner.invoke(app, ["run", "-i", str(src), "-o", str(out), "--quiet", "--config", str(cfg)])
+    assert r.exit_code == EXIT_UNDECIDED, r.output
+    by_id = {x["id"]: x for x in results_of(out)}
+    louvre = by_id["a2"]
+    assert louvre["hallucinated"] is None and louvre["max_severity"] is None and louvre["score"] is None
+    assert louvre["undecided_reason"].startswith("none of its text was checked: no claim was found")
+    assert by_id["a1"]["hallucinated"] is True
+    seine = by_id["a3"]
+    assert seine["hallucinated"] is False and 0 < seine["coverage"]["checked_share"] < 1
+    [err] = [line for line in r.stderr.splitlines() if line.startswith("error:")]
+    assert "1 of 3 answers are undecided: 1 with none of their text checked" in err and "failed work" not in err
+    assert "halucheck: 1 of 2 answers hallucinated (50%); 1 more UNDECIDED" in r.stdout
+    html = (out / "report.html").read_text()
+    assert "1 of 3 answers are undecided" in html and "with none of their text checked" in html
+    assert html.count('<span class="badge true">no false claim</span>') == 1  # the Seine, and only it
+    share = round(100 * seine["coverage"]["checked_share"])
+    assert f'<span class="meta partly">{share} % of its text checked</span>' in html
+    report = runner.invoke(app, ["report", str(out)])  # rebuilt from the database: the same counts
+    assert report.exit_code == 0 and "1 more UNDECIDED" in report.stdout
+
+
+# -- 33. a run database halucheck did not make is never written into, nor emptied ---------------------------------------
+
+
+@pytest.mark.parametrize("foreign", ["duckdb", "clash", "text", "folder"])
+def test_a_run_database_halucheck_did_not_make_is_left_alone(tmp_path, foreign):
+    import duckdb
+
+    out = tmp_path / "out"
+    out.mkdir()
+    db = out / "run.duckdb"
+    if foreign in ("duckdb", "clash"):  # a user's own DuckDB file; "clash": a table named like one of halucheck's
+        con = duckdb.connect(str(db))
+        con.execute(f"CREATE TABLE {'mine' if foreign == 'duckdb' else 'items'} (note VARCHAR)")
+        con.execute(f"INSERT INTO {'mine' if foreign == 'duckdb' else 'items'} VALUES ('keep me')")
+        con.close()
+    elif foreign == "text":
+        db.write_text("my notes, not a database\n")
+    else:
+        db.mkdir()
+        (db / "keep.txt").write_text("keep me")
+    before = sorted((p.relative_to(out), p.read_bytes() if p.is_file() else None) for p in out.rglob("*"))
+    src = write_jsonl(tmp_path / "answers.jsonl", ANSWERS)
+    for extra in ([], ["--restart"]):
+        r = runner.invoke(app, ["run", "-i", str(src), "-o", str(out), "-p", "fake", "--quiet", *extra])
+        [err] = [line for line in r.stderr.splitlines() if line.startswith("error:")]
+        assert r.exit_code == 1 and r.stderr.rstrip().endswith(err), r.output
+        assert str(db) in err and "choose another --out" in err and "delete" not in err and "--restart to" not in err
+        now = sorted((p.relative_to(out), p.read_bytes() if p.is_file() else None) for p in out.rglob("*")
+                     if p.name != ".halucheck-output")
+        assert now == before, extra
+    if foreign in ("duckdb", "clash"):
+        con = duckdb.connect(str(db), read_only=True)
+        assert [r[0] for r in con.execute("SELECT table_name FROM duckdb_tables()").fetchall()] == \
+            ["mine" if foreign == "duckdb" else "items"]
+        con.close()
+
+
+def test_a_run_database_made_before_the_mark_is_still_resumed(tmp_path, scripted):
+    """A run database of an older halucheck has no made_by row; its migrations say it is halucheck's."""
+    src = write_jsonl(tmp_path / "answers.jsonl", ANSWERS[:1])
+    pipeline_run(src, tmp_path / "out")
+    store = RunStore(tmp_path / "out" / "run.duckdb")
+    store.query("DELETE FROM meta WHERE key = 'made_by'")
+    store.query("DELETE FROM migrations WHERE name = '009_made_by'")
+    store.close()
+    pipeline_run(src, tmp_path / "out")
+    assert RunStore(tmp_path / "out" / "run.duckdb").get_meta("made_by") == "halucheck"

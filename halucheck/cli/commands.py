@@ -13,7 +13,7 @@ import typer
 from halucheck.cli.app import (BothOrders, DEBATE, EVIDENCE_K, EXIT_INTERRUPTED, EXIT_UNDECIDED, Band, Calibration, Config,
                                MaxRounds, MinRounds, NliModel, Policy, Profile, Prompts, Role, TopK, Verifier, _Command,
                                app, band_of, debate_config, fail, Flag, interrupted, models_app, settings_of)
-from halucheck.cli.output import print_summary, print_verdict, verdict_json
+from halucheck.cli.output import print_summary, print_verdict, undecided_line, verdict_json
 from halucheck.config import DEFAULT_VERIFIER
 from halucheck.errors import HalucheckError
 def _read_evidence(evidence: Optional[list[str]], evidence_file: Optional[list[Path]]):
@@ -202,9 +202,7 @@ def run(
         fail(str(exc))
     print_summary(summary, out_dir)
     if summary["undecided"]:
-        fail(f"{summary['undecided']} of {summary['items'] - summary['unreadable']} answers are undecided "
-             f"({summary['failed_calls']} LLM call(s) failed; commonest: {summary['undecided_reason']}); "
-             "nothing is lost: run the same command again to retry only the failed work", EXIT_UNDECIDED)
+        fail(undecided_line(summary), EXIT_UNDECIDED)
 
 
 @app.command(cls=_Command)

@@ -72,6 +72,20 @@ def wrap(text: str, width: int = 96) -> list[str]:
     return textwrap.wrap(" ".join(text.split()), width) or [""]
 
 
+def undecided_line(s: dict) -> str:
+    """The one line `run` ends with when answers are undecided: how many, why, and what to do about each kind."""
+    failed, unchecked = s["undecided"] - s.get("nothing_checked", 0), s.get("nothing_checked", 0)
+    parts = []
+    if failed:
+        parts.append(f"{failed} for failed work ({s['failed_calls']} LLM call(s) failed; commonest: "
+                     f"{s['undecided_reason']}): nothing is lost, run the same command again to retry only the failed "
+                     "work")
+    if unchecked:
+        parts.append(f"{unchecked} with none of their text checked (no claim found in them; a rerun finds the same): "
+                     "read them yourself, or check them with `halucheck check`")
+    return f"{s['undecided']} of {s['items'] - s['unreadable']} answers are undecided: " + "; ".join(parts)
+
+
 def print_summary(summary: dict, out_dir: Path) -> None:
     s = summary
     typer.echo("")
@@ -79,8 +93,13 @@ def print_summary(summary: dict, out_dir: Path) -> None:
                 f"({s['hallucination_rate']:.0%})", bold=True, nl=not s.get("undecided"))
     if s.get("undecided"):  # before anything else: an undecided answer must not read as a clean one
         typer.secho(f"; {s['undecided']} more UNDECIDED", fg="yellow", bold=True)
-        typer.secho(f"  UNDECIDED: {s['undecided']} answers have no verdict; {s['failed_calls']} LLM calls failed "
-                    f"(commonest: {s['undecided_reason']})", fg="yellow", bold=True)
+        failed, unchecked = s["undecided"] - s.get("nothing_checked", 0), s.get("nothing_checked", 0)
+        if failed:
+            typer.secho(f"  UNDECIDED: {failed} answers have no verdict; {s['failed_calls']} LLM calls failed "
+                        f"(commonest: {s['undecided_reason']})", fg="yellow", bold=True)
+        if unchecked:
+            typer.secho(f"  UNDECIDED: {unchecked} answers had none of their text checked (no claim found in them): "
+                        "not clean", fg="yellow", bold=True)
     elif s.get("failed_calls"):
         typer.echo(f"  {s['failed_calls']} LLM calls failed and were retried successfully")
     typer.echo(f"  claims: {s['claims']} checked, {s['false_claims']} false, {s['undecided_claims']} undecided")

@@ -48,8 +48,9 @@ class ResultJSON(TypedDict, total=False):
     answer: str
     hallucinated: bool | None  # None: undecided (``undecided_reason`` says why) or an unusable line
     undecided_reason: str
-    max_severity: int | None  # the worst false claim's severity; None: its false claims are all unrated (a judge's)
-    score: float  # probability that the answer holds a hallucination, from the claims' P(hallucinated)
+    max_severity: int | None  # the worst false claim's severity; None: undecided, or its false claims are all
+    #                           unrated (a judge's)
+    score: float | None  # None: nothing of the answer was checked; else the probability that the answer holds a hallucination, from the claims' P(hallucinated)
     counts: dict
     coverage: dict  # checked_share and the gaps: answer text no claim covers (coverage.py)
     planted: list[dict]  # instructions to the checker found in the answer, question or evidence, taken out
@@ -65,7 +66,9 @@ def claim_false_probability(factuality: bool | None, confidence: float) -> float
 
 def aggregate(claims: list[ClaimJSON]) -> dict:
     """Response-level verdict: hallucinated if any claim is non-factual (FacTool/MCMAD rule); None
-    (undecided) if no claim is false but one has no valid verdict: an unchecked claim is never clean."""
+    (undecided) if no claim is false but one has no valid verdict, or if there is no claim at all: an
+    unchecked claim, and an answer of which nothing was checked, are never clean. An undecided answer has no
+    severity (None, not 0)."""
     false = [c for c in claims if c.get("factuality") is False]
     undecided = [c for c in claims if c.get("factuality") is None]
     p_clean = 1.0
@@ -75,12 +78,13 @@ def aggregate(claims: list[ClaimJSON]) -> dict:
             p = claim_false_probability(c.get("factuality"), c.get("confidence", 0.0))
         if p is not None and c.get("factuality") is not None:
             p_clean *= 1.0 - p
+    hallucinated = True if false else None if undecided or not claims else False
     return {
-        "hallucinated": True if false else None if undecided else False,
+        "hallucinated": hallucinated,
         # a judge rates no severity: an answer whose false claims are all a judge's has none (not 0)
         "max_severity": max((c["error_severity"] for c in false if c.get("error_severity") is not None),
-                            default=None if false else 0),
-        "score": round(1.0 - p_clean, 4),
+                            default=0 if hallucinated is False else None),
+        "score": round(1.0 - p_clean, 4) if claims else None,
         "counts": {"claims": len(claims), "false": len(false), "true": len(claims) - len(false) - len(undecided),
                    "undecided": len(undecided)},
     }
@@ -171,13 +175,14 @@ def build_results(store: "RunStore") -> list[ResultJSON]:
             if not any(e.startswith(("filter:", "extract:")) for e in errs):
                 errs = errs + ["claims: not extracted yet (run the same command again)"]
         if r["hallucinated"] is None:
+            r["max_severity"] = None
             r["undecided_reason"] = _undecided_reason(claims_done, claims, errs)
         if errs:
             r["errors"] = errs
         out.append((line, r))
     for line, stage, msg, item_id in store.unusable_lines():
-        out.append((line, {"id": item_id or f"line-{line}", "line": line, "hallucinated": None, "max_severity": 0,
-                           "score": 0.0, "counts": {}, "claims": [], "errors": [f"input: {msg}"]}))
+        out.append((line, {"id": item_id or f"line-{line}", "line": line, "hallucinated": None, "max_severity": None,
+                           "score": None, "counts": {}, "claims": [], "errors": [f"input: {msg}"]}))
     out.sort(key=lambda x: x[0])
     return [r for _, r in out]
 
@@ -214,11 +219,23 @@ def cited(evidence: list, chain: list) -> list[EvidenceJSON]:
     return out
 
 
+# why an answer with no claim is undecided (not clean): a rerun gives the same, so nothing is retried
+NOTHING_CHECKED = ("none of its text was checked: no claim was found in it (the extractor returned none, or it "
+                   "is all opinion or small talk); read it yourself, or check it with `halucheck check`")
+
+
+def nothing_checked(r: ResultJSON) -> bool:
+    """Whether ``r`` is undecided because none of its text was checked (not because a call failed)."""
+    return r.get("hallucinated") is None and r.get("undecided_reason", "").startswith("none of its text was checked")
+
+
 def _undecided_reason(claims_done: bool, claims: list[ClaimJSON], errors: list[str]) -> str:
     """One line on why an answer has no verdict, with the first failure behind it."""
     if not claims_done:
         why = next((e for e in errors if e.startswith(("filter:", "extract:"))), "not extracted yet")
         return f"its claims could not be extracted ({why})"
+    if not claims:
+        return NOTHING_CHECKED
     open_ = [c for c in claims if c.get("factuality") is None]
     first = next((c["error"] for c in open_ if c.get("error")), "no valid verdict")
     return f"{len(open_)} of {len(claims)} claim(s) have no valid verdict ({first})"
@@ -227,7 +244,7 @@ def _undecided_reason(claims_done: bool, claims: list[ClaimJSON], errors: list[s
 def _first_failure(r: ResultJSON) -> str:
     """The failure behind an undecided answer: its first unchecked claim's error, else its first error."""
     return next((c["error"] for c in r["claims"] if c.get("factuality") is None and c.get("error")),
-                next(iter(r.get("errors", [])), "no valid verdict"))
+                next(iter(r.get("errors", [])), r.get("undecided_reason") or "no valid verdict"))
 
 
 def write_results(out_dir: Path, results: list[ResultJSON]) -> Path:
@@ -265,7 +282,8 @@ def _write_atomically(path: Path, write) -> None:
 
 def summarize(results: list[ResultJSON], store: "RunStore", since=None) -> dict:
     """Counts for the terminal and the report. ``checked`` answers have a verdict; ``undecided`` ones have
-    an unchecked claim (a failed LLM call: running the same command again retries it); ``unreadable`` are
+    an unchecked claim (a failed LLM call: running the same command again retries it) or none of their text
+    checked (``nothing_checked`` of them: no claim found; a rerun gives the same); ``unreadable`` are
     input lines that could not be used. ``failed_calls`` counts every LLM call that failed, retried or not."""
     readable = [r for r in results if "answer" in r]
     checked = [r for r in readable if r.get("hallucinated") is not None]
@@ -277,7 +295,8 @@ def summarize(results: list[ResultJSON], store: "RunStore", since=None) -> dict:
         stages[stage] = {"llm_calls": int(calls or 0), "prompt_tokens": int(pt or 0),
                          "completion_tokens": int(ct or 0), "cached_tokens": int(cached or 0),
                          "wall_s": round(wall or 0.0, 1), "failed_calls": int(failed or 0)}
-    reasons = Counter(_first_failure(r) for r in undecided)
+    unchecked = [r for r in undecided if nothing_checked(r)]
+    reasons = Counter(_first_failure(r) for r in undecided if not nothing_checked(r))
     this_run = None
     if since is not None:  # what this process spent, beside the totals of every run of this folder
         calls, pt, ct = store.cost_since(since)
@@ -287,6 +306,7 @@ def summarize(results: list[ResultJSON], store: "RunStore", since=None) -> dict:
         "items": len(results),
         "checked": len(checked),
         "undecided": len(undecided),
+        "nothing_checked": len(unchecked),
         "undecided_reason": reasons.most_common(1)[0][0] if reasons else "",
         "failed_calls": sum(s["failed_calls"] for s in stages.values()),
         "unreadable": len(results) - len(readable),

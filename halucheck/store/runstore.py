@@ -53,6 +53,17 @@ def _in_use(exc: BaseException) -> bool:
     return "Could not set lock" in str(exc) or "Conflicting lock" in str(exc)
 
 
+def _could_be_duckdb(path: Path) -> bool:
+    """Whether ``path`` may be a DuckDB file, perhaps damaged: empty, DuckDB's magic bytes at offset 8, or a
+    head overwritten with zeros. Anything else (text, SQLite, ...) is someone else's file."""
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(4096)
+    except OSError:
+        return True  # the open that failed says why
+    return not head or head[8:12] == b"DUCK" or not head.strip(b"\0")
+
+
 def _is_damage(exc: BaseException) -> bool:
     """DuckDB's signs of a truncated or overwritten file (as opposed to a mistake in our own SQL)."""
     import duckdb
@@ -83,6 +94,9 @@ class RunStore:
         if read_only:
             self._open_read_only()
             return
+        if self.path.is_dir():
+            raise RunStoreError(f"{self.path} is a folder, not a run database; halucheck leaves it as it is: choose "
+                                "another --out, or rename that folder")
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
@@ -99,12 +113,15 @@ class RunStore:
                     f"{f' (PID {pid.group(1)})' if pid else ''}; wait for it to finish or stop it, "
                     "then run again (a run in progress is never discarded, not even by --restart)"
                 ) from None
+            if not _could_be_duckdb(self.path):
+                raise self._foreign(f"it is not a DuckDB file ({_first_line(exc)})") from None
             if restart and _is_damage(exc):  # nothing of a damaged file is kept by a restart anyway
                 self._remove_files()
                 self.con = duckdb.connect(str(self.path))
             else:
                 raise self._damaged(exc) from None
         try:
+            self._check_made_by_halucheck()
             if restart:
                 self._drop_everything()
             self._migrate()
@@ -136,6 +153,35 @@ class RunStore:
                 f"run database {self.path} is read-only and was made by an older halucheck (or is not a run "
                 f"database): make {self.path.parent} writable so it can be brought up to date, then run the same "
                 "command again")
+
+    def _check_made_by_halucheck(self) -> None:
+        """Refuse a DuckDB file halucheck did not make (a user's own ``run.duckdb`` in --out): nothing is written
+        into it, and --restart does not empty it. Halucheck's carry the ``made_by`` row (migration 009), or,
+        made before that row, the record of its first migration; a file without tables is a new one."""
+        tables = [r[0] for r in self.con.execute(
+            "SELECT table_name FROM duckdb_tables() WHERE database_name = current_database() ORDER BY 1").fetchall()]
+        if not tables:
+            return
+        done = migrations.recorded(self.con, MIGRATIONS_TABLE) if MIGRATIONS_TABLE in tables else None
+        made_by = None
+        if "meta" in tables:
+            try:
+                row = self.con.execute("SELECT value FROM meta WHERE key = 'made_by'").fetchone()
+                made_by = row[0] if row else None
+            except Exception:  # a table of that name that is not ours
+                made_by = None
+        if made_by == "halucheck" or (done is not None and MIGRATIONS[0][0] in done and "meta" in tables):
+            return
+        if tables == [MIGRATIONS_TABLE] and not done:  # stopped before its first migration: a new one
+            return
+        shown = ", ".join(tables[:5]) + (f" and {len(tables) - 5} more" if len(tables) > 5 else "")
+        self.con.close()
+        raise self._foreign(f"it holds tables halucheck did not make: {shown}")
+
+    def _foreign(self, why: str) -> RunStoreError:
+        return RunStoreError(
+            f"{self.path} is not a run database halucheck made ({why}); halucheck writes nothing into it and "
+            f"--restart does not empty it: choose another --out, or keep that file under another name")
 
     def _damaged(self, exc: BaseException) -> RunStoreError:
         return RunStoreError(

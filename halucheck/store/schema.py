@@ -95,6 +95,13 @@ MIGRATIONS: list[tuple[str, str]] = [
         ALTER TABLE turns ADD COLUMN detail VARCHAR;
         """,
     ),
+    (
+        # the mark of a run database halucheck made (RunStore writes into, and --restart empties, no other)
+        "009_made_by",
+        """
+        INSERT OR REPLACE INTO meta VALUES ('made_by', 'halucheck');
+        """,
+    ),
 ]
 
 MIGRATIONS_TABLE = "migrations"  # where applied migrations are recorded
