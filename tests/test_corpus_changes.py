@@ -114,10 +114,22 @@ def test_an_index_whose_build_was_stopped_is_never_searched(corpus_run, tmp_path
     monkeypatch.setattr(build, "ensure_bm25", killed)
     with pytest.raises(KeyboardInterrupt):
         build_index(docs, db, progress=False)
-    with pytest.raises(InputError, match="not finished"):
+    with pytest.raises(InputError, match="no index at"):  # a new index is built beside db, moved there when done
         Index.open(db)
     monkeypatch.undo()
     monkeypatch.setenv("HALUCHECK_EMBED_MODEL", "fake")
     build_index(docs, db, progress=False)  # the next build finishes it
     with Index.open(db) as index:
         assert index.search("AquaProbe", k=1)[0].source.endswith("products.txt")
+    # an update of an existing index stopped half-way: the index says so and is not searched
+    (docs / "products.txt").write_text((docs / "products.txt").read_text() + " It also makes AquaLens.")
+    monkeypatch.setattr(build, "ensure_bm25", killed)
+    with pytest.raises(KeyboardInterrupt):
+        build_index(docs, db, progress=False)
+    with pytest.raises(InputError, match="not finished"):
+        Index.open(db)
+    monkeypatch.undo()
+    monkeypatch.setenv("HALUCHECK_EMBED_MODEL", "fake")
+    build_index(docs, db, progress=False)
+    with Index.open(db) as index:
+        assert index.search("AquaLens", k=1)[0].source.endswith("products.txt")

@@ -247,7 +247,8 @@ def test_sigint_during_a_real_index_build_is_one_line(tmp_path):
          "index", str(corpus), "--db", str(db), "--embed-model", "fake"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 60
-    while not db.exists() and proc.poll() is None and time.monotonic() < deadline:
+    building = db.with_name(db.name + ".building")  # a new index is built there, then moved to db
+    while not (building.exists() or db.exists()) and proc.poll() is None and time.monotonic() < deadline:
         time.sleep(0.01)
     proc.send_signal(signal.SIGINT)
     _, err = proc.communicate(timeout=60)
@@ -256,3 +257,43 @@ def test_sigint_during_a_real_index_build_is_one_line(tmp_path):
     assert proc.returncode == 130, err
     assert "Traceback" not in err
     assert err.strip().splitlines()[-1] == "error: interrupted; run the same command again to finish the index"
+
+
+def test_disk_full_while_indexing_leaves_no_index_file_and_says_so(tmp_path, monkeypatch):
+    """A full disk during the first build of a corpus index used to leave a 0-byte index that broke every later
+    `run`, `index` and `search` on that corpus until deleted by hand."""
+    from halucheck.config import index_path
+    from halucheck.retrieval import build
+
+    monkeypatch.setenv("HALUCHECK_EMBED_MODEL", "fake")
+    monkeypatch.setenv("HALUCHECK_HOME", str(tmp_path / "home"))
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    (corpus / "tower.txt").write_text("The Eiffel Tower stands in Paris. It opened in 1889.")
+    original = build._Pending.flush
+
+    def full(self):
+        raise duckdb.IOException('Could not write file "x.duckdb": No space left on device')
+
+    monkeypatch.setattr(build._Pending, "flush", full)
+    r = runner.invoke(app, ["index", str(corpus)])
+    err = one_error_line(r)
+    assert r.exit_code == 1 and "no space left on the disk of the index" in err and "free some space" in err
+    assert "delete" not in err.lower() and not index_path(corpus).exists()
+    monkeypatch.setattr(build._Pending, "flush", original)
+    r = runner.invoke(app, ["search", "Eiffel Tower", "--corpus", str(corpus), "--mode", "bm25"])
+    assert r.exit_code == 0 and "tower.txt" in r.stdout, r.output
+    assert not [p for p in index_path(corpus).parent.iterdir() if p.name.endswith(".building")]
+
+    # an index of halucheck's own cache that cannot be read (a 0-byte file an older version left) is made again
+    index_path(corpus).write_bytes(b"")
+    r = runner.invoke(app, ["search", "Eiffel Tower", "--corpus", str(corpus), "--mode", "bm25"])
+    assert r.exit_code == 0 and "tower.txt" in r.stdout and "building it again" in r.stderr, r.output
+    # a file the user named is theirs: never replaced, and no advice to delete it
+    mine = tmp_path / "mine.duckdb"
+    mine.write_text("my notes\n")
+    for args in (["index", str(corpus), "--db", str(mine)], ["search", "Paris", "--db", str(mine)]):
+        r = runner.invoke(app, args)
+        err = one_error_line(r)
+        assert r.exit_code == 1 and str(mine) in err and "pass another --db" in err and "delete" not in err.lower()
+    assert mine.read_text() == "my notes\n"

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import shutil
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -108,7 +109,50 @@ def build_index(
     if unchanged is not None:  # read only: runs and searches reading the index meanwhile are no obstacle
         unchanged.seconds = time.perf_counter() - t0
         return unchanged
-    con = store.connect(db, create=True)
+    import duckdb
+
+    try:
+        report = _build(root, db, embed_model, embedder, chunking, chunk_sentences, chunk_overlap, max_chars, batch_size,
+                        max_file_bytes, disable, warn, exclude_dirs, t0)
+    except (duckdb.Error, OSError) as exc:
+        raise (store.disk_error(db, exc) or exc) from None
+    report.seconds = time.perf_counter() - t0
+    return report
+
+
+def _building(db: Path) -> Path:
+    """Where a new index is built before it is moved to ``db``: a build stopped half-way (a full disk, a kill)
+    never leaves a file at ``db`` that every later run, index and search would stumble on."""
+    return db.with_name(db.name + ".building")
+
+
+def _open_for_build(db: Path, warn: Callable[[str], None]):
+    """A writable connection for the build, and the file it writes: ``db`` when it exists, else its
+    :func:`_building` file (finished there by a build stopped before). An index of halucheck's own that
+    cannot be read is made again (with a warning); a user's file is left alone (the error says so)."""
+    target = db if db.exists() else _building(db)
+    if target != db:
+        shutil.rmtree(bm25_dir(db), ignore_errors=True)  # another index's BM25, left at that name
+    try:
+        return store.connect(target, create=True), target
+    except store.UnreadableIndex as exc:
+        if not (exc.own or target != db):  # a file the user named: theirs
+            raise
+        warn(f"{exc}; building it again" if target == db else f"an unfinished build of {db} cannot be read; "
+             "starting it again")
+        for p in (target, Path(str(target) + ".wal")):
+            p.unlink(missing_ok=True)
+        shutil.rmtree(bm25_dir(db), ignore_errors=True)
+        target = _building(db)
+        return store.connect(target, create=True), target
+
+
+def _build(root: Path, db: Path, embed_model, embedder, chunking: str, chunk_sentences: int, chunk_overlap: int,
+           max_chars: int, batch_size: int, max_file_bytes: int, disable, warn: Callable[[str], None],
+           exclude_dirs: tuple[Path, ...], t0: float) -> IndexReport:
+    """Steps 1 to 4 of :func:`build_index` on a writable connection (a new index is built beside ``db`` and
+    moved into place when finished)."""
+    con, target = _open_for_build(db, warn)
     report = IndexReport()
     try:
         # until step 4 ends, the index is not searched (a build killed half-way is finished by the next one)
@@ -116,7 +160,7 @@ def build_index(
         embedder, model_spec = _choose_embedder(con, embed_model, embedder, warn)
 
         # 1. compare the folder with what the index knows
-        todo = _scan(con, root, db, max_file_bytes, report, warn, exclude_dirs)
+        todo = _scan(con, root, db, max_file_bytes, report, warn, exclude_dirs, also=(target,))
         report.timings["scan"] = time.perf_counter() - t0
         t1 = time.perf_counter()
 
@@ -141,7 +185,11 @@ def build_index(
         report.chunks = con.execute("SELECT count(*) FROM chunks").fetchone()[0]
     finally:
         con.close()
-    report.seconds = time.perf_counter() - t0
+    if target != db:  # a new index, finished: moved into place whole (its WAL, if any, with it)
+        wal = Path(str(target) + ".wal")
+        if wal.exists():
+            os.replace(wal, Path(str(db) + ".wal"))
+        os.replace(target, db)
     return report
 
 
@@ -242,7 +290,7 @@ def _choose_embedder(con, embed_model: str | None, embedder, warn: Callable[[str
 
 def _scan(
     con, root: Path, db: Path, max_file_bytes: int, report: IndexReport, warn: Callable[[str], None],
-    exclude_dirs: tuple[Path, ...] = (),
+    exclude_dirs: tuple[Path, ...] = (), also: tuple[Path, ...] = (),
 ) -> list[tuple[Path, os.stat_result, str | None]]:
     """The files under ``root`` to read again, with their stat and content hash; fills the report's added,
     changed, unchanged, removed and (unchanged) skipped files. A file whose size or mtime changed but whose
@@ -254,7 +302,7 @@ def _scan(
             "SELECT path, size, mtime_ns, sha256, status, reason FROM files WHERE starts_with(path, ?)", [prefix]
         ).fetchall()
     }
-    exclude = (db, Path(str(db) + ".wal"))
+    exclude = tuple(p for d in (db, *also) for p in (d, Path(str(d) + ".wal")))
     todo: list[tuple[Path, os.stat_result, str | None]] = []
     seen: set[str] = set()
     for path in ingest.iter_files(root, exclude=exclude, warn=warn, exclude_dirs=exclude_dirs,

@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 
 from halucheck.store import migrations
-from halucheck.errors import InputError
+from halucheck.errors import DiskError, InputError, disk_problem
 
 MIGRATIONS: list[tuple[str, str]] = [
     (
@@ -39,6 +39,44 @@ MIGRATIONS_TABLE = "index_migrations"  # where applied migrations are recorded
 HINT = "build it with `halucheck index DIR --db {db}`"
 
 
+class UnreadableIndex(InputError):
+    """An index file DuckDB cannot read, or a DuckDB file that is not a halucheck index. ``own``: it lies in a
+    folder halucheck made (its cache), so a build may make it again; a file the user named is left alone."""
+
+    def __init__(self, message: str, own: bool = False) -> None:
+        super().__init__(message)
+        self.own = own
+
+
+def own_index(db: Path) -> bool:
+    """Whether ``db`` is halucheck's to replace: it lies in a folder halucheck made (the index cache, or one a
+    build created), which holds halucheck's marker (:mod:`halucheck.outputs`)."""
+    from halucheck import outputs
+
+    return outputs.is_marked(Path(db).parent)
+
+
+def _unreadable(db: Path, why: str) -> UnreadableIndex:
+    if own_index(db):
+        return UnreadableIndex(f"the index {db} in halucheck's cache cannot be read ({why}); `halucheck index DIR` "
+                               "(or `run --corpus DIR`, `search --corpus DIR`) builds it again", own=True)
+    return UnreadableIndex(f"{db} is not a readable halucheck index ({why}); halucheck leaves that file as it is: "
+                           "pass another --db (or --index) path, where `halucheck index DIR --db PATH` builds one")
+
+
+def disk_error(db: Path, exc: BaseException) -> DiskError | None:
+    """The one line for a write of the index refused by the disk (full, read-only); None for other errors."""
+    problem = disk_problem(exc)
+    first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+    if problem == "full":
+        return DiskError(f"no space left on the disk of the index {db} ({first}); free some space, then run the same "
+                         "command again: the index is built where it stopped")
+    if problem == "read-only":
+        return DiskError(f"cannot write the index {db} ({first}): its folder is read-only; make it writable, or pass "
+                         "a writable --db (or --index) path")
+    return None
+
+
 def _duckdb():
     import duckdb
 
@@ -62,7 +100,10 @@ def connect(db: str | Path, create: bool = False, read_only: bool = False, wait_
     if not create and not db.is_file():
         raise InputError(f"no index at {db}; {HINT.format(db=db)}")
     if create:
-        db.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            db.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise (disk_error(db, exc) or exc) from None
     deadline = time.monotonic() + (LOCK_WAIT_S if wait_s is None else wait_s)
     while True:
         try:
@@ -71,8 +112,7 @@ def connect(db: str | Path, create: bool = False, read_only: bool = False, wait_
         except duckdb.Error as exc:
             first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
             if not any(word in first.lower() for word in _IN_USE):
-                raise InputError(f"{db} is not a readable DuckDB index ({first}); delete it and "
-                                 f"{HINT.format(db=db)}") from None
+                raise (disk_error(db, exc) or _unreadable(db, first)) from None
             if time.monotonic() >= deadline or "different configuration" in first:  # this process: no use waiting
                 raise _in_use(db, read_only, first) from None
             time.sleep(_LOCK_RETRY_S)
@@ -81,11 +121,12 @@ def connect(db: str | Path, create: bool = False, read_only: bool = False, wait_
         if read_only:
             _check_schema(con, db)
         else:
+            _check_not_foreign(con, db)
             migrate(con)
     except duckdb.Error as exc:
         con.close()
         first = str(exc).strip().splitlines()[0]
-        raise InputError(f"{db} is not a halucheck index ({first}); delete it and {HINT.format(db=db)}") from None
+        raise (disk_error(db, exc) or _unreadable(db, first)) from None
     except InputError:
         con.close()
         raise
@@ -103,10 +144,18 @@ def _in_use(db: Path, read_only: bool, detail: str) -> InputError:
                       "run the same command again")
 
 
+def _check_not_foreign(con, db: Path) -> None:
+    """Refuse to add the index's tables to a DuckDB file that holds other tables and is no halucheck index."""
+    tables = sorted(r[0] for r in con.execute(
+        "SELECT table_name FROM duckdb_tables() WHERE database_name = current_database()").fetchall())
+    if tables and MIGRATIONS_TABLE not in tables:
+        raise _unreadable(db, f"a DuckDB file with tables halucheck did not make: {', '.join(tables[:5])}")
+
+
 def _check_schema(con, db: Path) -> None:
     done = migrations.recorded(con, MIGRATIONS_TABLE)
     if done is None:
-        raise InputError(f"{db} is a DuckDB file but not a halucheck index; {HINT.format(db=db)}")
+        raise _unreadable(db, "a DuckDB file, but not a halucheck index")
     missing = [name for name, _ in MIGRATIONS if name not in done]
     if missing:
         raise InputError(f"{db} was built by an older halucheck; update it with `halucheck index DIR --db {db}`")
