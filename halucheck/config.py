@@ -189,6 +189,14 @@ class Settings:
             mark = getattr(exc, "problem_mark", None)
             where = f":{mark.line + 1}" if mark else ""
             raise ConfigError(f"{path}{where}: not valid YAML ({getattr(exc, 'problem', exc)})") from None
+        except UnicodeDecodeError as exc:
+            raise ConfigError(f"{path}: not UTF-8 text (byte 0x{exc.object[exc.start]:02x} at offset {exc.start}); "
+                              "save models.yaml as UTF-8") from None
+        except RecursionError:
+            raise ConfigError(f"{path}: nested too deeply to be a models.yaml; write it as in the packaged "
+                              "models.yaml (profiles: NAME: {engine: ..., model: ...})") from None
+        except OSError as exc:
+            raise ConfigError(f"{path}: cannot be read ({exc.strerror or exc}); pass a readable models.yaml") from None
         return cls.from_dict(raw, source=path, profile=profile, role_overrides=role_overrides)
 
     @classmethod
@@ -200,6 +208,14 @@ class Settings:
         role_overrides: dict[str, str] | None = None,
     ) -> "Settings":
         where = source or "models.yaml"
+        example = "profiles: {NAME: {engine: ..., model: ...}}, as in the packaged models.yaml"
+        if not isinstance(raw, dict):
+            raise ConfigError(f"{where}: expected a mapping of settings ({example}), got {_kind(raw)}")
+        for key in ("profiles", "roles"):
+            if not isinstance(raw.get(key) or {}, dict):
+                raise ConfigError(f"{where}: `{key}:` must be a mapping ("
+                                  + (example if key == "profiles" else "ROLE: PROFILE, e.g. roles: {skeptic: cpu-1.5b}")
+                                  + f"), got {_kind(raw[key])}")
         profiles = {}
         for name, spec in (raw.get("profiles") or {}).items():
             if not isinstance(spec, dict) or "engine" not in spec:
@@ -255,6 +271,12 @@ class Settings:
 
         overrides = self.sampling_for(role)
         return replace(base, **overrides) if overrides else base
+
+
+def _kind(value: Any) -> str:
+    """What a YAML value is, in words, for error messages."""
+    return {str: "a string", list: "a list", int: "a number", float: "a number", bool: "true or false"}.get(
+        type(value), type(value).__name__)
 
 
 def _role_sampling(raw: Any, where: Any) -> dict[str, dict]:

@@ -165,7 +165,7 @@ def _read_jsonl(path: Path, data: bytes, warn: Callable[[str], None]) -> list[Do
             continue
         try:
             rec, n = json_surrogates(line, json.loads(line))
-        except (json.JSONDecodeError, RecursionError):
+        except (ValueError, RecursionError):  # not JSON, nested too deeply, or a number of over 4,300 digits
             bad.append(lineno)
             continue
         if n:

@@ -126,6 +126,9 @@ def json_objects(texts: list[str], example: str, note: Callable[[int, str], None
         except RecursionError:  # json.loads recurses once per nesting level
             yield n, None, f"JSON nested too deeply (line skipped); each line must be one flat object like {example}"
             continue
+        except ValueError as exc:  # Python reads no integer of more than 4,300 digits
+            yield n, None, f"a JSON number in it is too long to read ({str(exc).split(';')[0]}) (line skipped); write it as a string"
+            continue
         if replaced:
             note(n, f"{replaced} {SURROGATE_HINT}")
         if not isinstance(rec, dict):

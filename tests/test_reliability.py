@@ -875,3 +875,51 @@ def test_a_run_database_made_before_the_mark_is_still_resumed(tmp_path, scripted
     store.close()
     pipeline_run(src, tmp_path / "out")
     assert RunStore(tmp_path / "out" / "run.duckdb").get_meta("made_by") == "halucheck"
+
+
+# -- 35. one line, never a traceback ---------------------------------------------------------------------------------------
+
+
+def test_a_json_number_too_long_for_python_skips_only_its_line(tmp_path, fake_embeddings):
+    huge = "1" * 5000  # Python reads no integer of more than 4,300 digits
+    src = tmp_path / "answers.jsonl"
+    src.write_text(json.dumps(ANSWERS[0]) + "\n" + '{"id": "big", "answer": "x", "n": ' + huge + "}\n"
+                   + json.dumps(ANSWERS[1]) + "\n")
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    (corpus / "notes.jsonl").write_text('{"text": "The Louvre is in Paris."}\n{"text": "x", "n": ' + huge + "}\n")
+    r = runner.invoke(app, ["run", "-i", str(src), "--corpus", str(corpus), "--index", str(tmp_path / "ix.duckdb"),
+                            "-o", str(tmp_path / "out"), "-p", "fake", "--quiet"])
+    assert r.exit_code == 0 and "Traceback" not in r.output, r.output
+    assert f"skipped: {src}:2: a JSON number in it is too long to read" in r.stderr
+    assert "skipped 1 line(s) of" in r.stderr and "notes.jsonl (line 2)" in r.stderr  # the rest of the file is read
+    by_id = {x["id"]: x for x in results_of(tmp_path / "out")}
+    assert by_id["a1"]["claims"] and by_id["a2"]["claims"] and not by_id["line-2"]["claims"]  # its id is unread
+
+
+@pytest.mark.parametrize("text, message", [
+    ("just some text\n", "expected a mapping of settings"),
+    ("- a\n- b\n", "expected a mapping of settings"),
+    ("profiles:\n  - fake\n", "`profiles:` must be a mapping"),
+    ("profiles:\n  f:\n    engine: fake\nroles: 5\n", "`roles:` must be a mapping"),
+    (b"profiles:\n  f:\n    engine: fake # \xff\n", "not UTF-8 text"),
+    ("a: " + "[" * 5000 + "]" * 5000 + "\n", "nested too deeply"),
+])
+def test_a_malformed_models_yaml_is_one_line(tmp_path, text, message):
+    cfg = tmp_path / "models.yaml"
+    cfg.write_bytes(text if isinstance(text, bytes) else text.encode())
+    src = write_jsonl(tmp_path / "answers.jsonl", ANSWERS[:1])
+    r = runner.invoke(app, ["run", "-i", str(src), "-o", str(tmp_path / "out"), "--config", str(cfg), "--quiet"])
+    [err] = [line for line in r.stderr.splitlines() if line.startswith("error:")]
+    assert r.exit_code == 1 and r.stderr.rstrip().endswith(err) and "Traceback" not in r.output, r.output
+    assert str(cfg) in err and message in err
+
+
+def test_eval_out_naming_a_file_is_one_line(tmp_path):
+    data = tmp_path / "mine.jsonl"
+    data.write_text(json.dumps({"id": "q1", "answer": "Paris is in France.", "hallucinated": False}) + "\n")
+    (tmp_path / "FILE").write_text("x")
+    r = runner.invoke(app, ["eval", "--data", str(data), "-v", "selfcheck", "-p", "fake", "-o", str(tmp_path / "FILE")])
+    [err] = [line for line in r.stderr.splitlines() if line.startswith("error:")]
+    assert r.exit_code == 1 and r.stderr.rstrip().endswith(err) and "Traceback" not in r.output, r.output
+    assert "is a file; pass a folder" in err and (tmp_path / "FILE").read_text() == "x"
