@@ -156,6 +156,10 @@ def _csv_records(path: Path, texts: list[str], problems: list[InputProblem]):
                          "the columns, e.g. id,answer")
     if "answer" not in header:
         raise InputError(f"CSV header must have an 'answer' column (found: {', '.join(header)})")
+    twice = sorted({h for h in header if header.count(h) > 1 and h in ("id", "answer", "question", "context")})
+    if twice:
+        raise InputError(f"{path}:{n}: the CSV header names the column {', '.join(repr(h) for h in twice)} more "
+                         "than once; keep one (which one to check would be a guess)")
     for n, row, problem in rows:
         if problem is not None:
             problems.append(InputProblem(n, problem.message(header), True, _own_id(texts[n - 1], header)))
@@ -258,7 +262,12 @@ def _opening_quote(texts: list[str], first: int, last: int) -> tuple[int, int, i
 
 
 def _to_item(n: int, rec: dict, problems: list[InputProblem], taken: set[str]) -> Item | None:
-    own_id = None if rec.get("id") in (None, "") else str(rec["id"])
+    raw_id = rec.get("id")
+    if raw_id not in (None, "") and (isinstance(raw_id, bool) or not isinstance(raw_id, (str, int))):
+        problems.append(InputProblem(n, f"\"id\" must be a string or a whole number, got {json_kind(raw_id)} "
+                                        "(line skipped)", True))
+        return None
+    own_id = None if raw_id in (None, "") else str(raw_id)
     answer = rec.get("answer")
     if answer is None:
         problems.append(InputProblem(n, "missing the \"answer\" field (line skipped); add the text to check "
@@ -280,8 +289,16 @@ def _to_item(n: int, rec: dict, problems: list[InputProblem], taken: set[str]) -
                "check all of it)", False))
     question = rec.get("question") or None
     context = rec.get("context") or None
-    if isinstance(context, list):
-        context = "\n\n".join(str(c) for c in context)
+    if question is not None and not isinstance(question, str):
+        problems.append(InputProblem(n, f"\"question\" must be a string, got {json_kind(question)} (line skipped)",
+                                     True, own_id))
+        return None
+    if isinstance(context, list) and all(isinstance(c, str) for c in context):
+        context = "\n\n".join(context)
+    elif context is not None and not isinstance(context, str):
+        problems.append(InputProblem(n, f"\"context\" must be a string or a list of strings, got "
+                                        f"{json_kind(context)} (line skipped)", True, own_id))
+        return None
     return Item(item_id, answer, str(question) if question else None, str(context) if context else None, n)
 
 

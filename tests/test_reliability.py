@@ -923,3 +923,37 @@ def test_eval_out_naming_a_file_is_one_line(tmp_path):
     [err] = [line for line in r.stderr.splitlines() if line.startswith("error:")]
     assert r.exit_code == 1 and r.stderr.rstrip().endswith(err) and "Traceback" not in r.output, r.output
     assert "is a file; pass a folder" in err and (tmp_path / "FILE").read_text() == "x"
+
+
+# -- 36. no silent coercion ---------------------------------------------------------------------------------------------------
+
+
+def test_values_of_the_wrong_kind_are_refused_not_stored_as_python_reprs(tmp_path):
+    from halucheck.inputs import read_items
+
+    src = write_jsonl(tmp_path / "answers.jsonl", [
+        {"id": "q1", "answer": "Paris is in France.", "question": {"q": "when?"}},
+        {"id": True, "answer": "Rome is in Italy."},
+        '{"id": NaN, "answer": "Oslo is in Norway."}',
+        {"id": "q4", "answer": "Bern is in Switzerland.", "context": {"c": 1}},
+        {"id": 5, "answer": "Lima is in Peru.", "context": ["Lima is the capital of Peru.", "It is big."]},
+    ])
+    items, problems = read_items(src)
+    assert [(it.id, it.context) for it in items] == [("5", "Lima is the capital of Peru.\n\nIt is big.")]
+    assert [(p.line, p.fatal) for p in problems] == [(1, True), (2, True), (3, True), (4, True)]
+    assert '"question" must be a string, got an object' in problems[0].message
+    assert '"id" must be a string or a whole number, got a boolean' in problems[1].message
+    assert '"id" must be a string or a whole number, got a number' in problems[2].message
+    assert '"context" must be a string or a list of strings, got an object' in problems[3].message
+
+
+def test_a_csv_with_two_answer_columns_and_an_empty_out_are_one_line_errors(tmp_path, monkeypatch):
+    src = tmp_path / "answers.csv"
+    src.write_text("id,answer,answer\nc1,Paris is in France.,Rome is in Italy.\n")
+    monkeypatch.chdir(tmp_path)
+    for args, message in ((["-i", str(src), "-o", str(tmp_path / "out")], "names the column 'answer' more than once"),
+                          (["-i", str(write_jsonl(tmp_path / "a.jsonl", ANSWERS[:1])), "-o", ""], "--out is empty")):
+        r = runner.invoke(app, ["run", *args, "-p", "fake", "--quiet"])
+        [err] = [line for line in r.stderr.splitlines() if line.startswith("error:")]
+        assert r.exit_code == 1 and r.stderr.rstrip().endswith(err) and message in err, r.output
+    assert not (tmp_path / "results.jsonl").exists() and not (tmp_path / "run.duckdb").exists()

@@ -109,7 +109,7 @@ def check(
 def run(
     input: Path = typer.Option(..., "--input", "-i", help="Answers to check: JSONL (or CSV) with id, answer, question?, context?."),
     corpus: Optional[Path] = typer.Option(None, "--corpus", "-c", help="Folder of documents to take evidence from."),
-    out: Optional[Path] = typer.Option(None, "--out", "-o", help="Run directory (default: runs/<input name>)."),
+    out: Optional[str] = typer.Option(None, "--out", "-o", help="Run directory (default: runs/<input name>)."),
     index: Optional[Path] = typer.Option(None, "--index", help="Where the corpus index lives (default: $HALUCHECK_INDEX, else the corpus's own index in the cache, the one `halucheck index` builds)."),
     no_context: bool = Flag("--no-context", help="Ignore the items' context field."),
     subjective_filter: str = typer.Option("auto", "--filter", help="Remove subjective sentences first: auto, on, off."),
@@ -161,7 +161,9 @@ def run(
             raise HalucheckError(f"--corpus {corpus} is not a folder; pass the folder of your documents")
         if top_k < 1 or max_claims < 1:
             raise HalucheckError(f"--top-k and --max-claims must be at least 1 (got {top_k} and {max_claims})")
-        out_dir = out or Path("runs") / input.stem
+        if out is not None and not out.strip():  # Path("") would be the current folder
+            raise HalucheckError("--out is empty; pass the folder for the run (default: runs/<input name>)")
+        out_dir = Path(out) if out is not None else Path("runs") / input.stem
         opts = RunOptions(
             input=input, out=out_dir, corpus=corpus, index=index, use_context=not no_context,
             subjective_filter=subjective_filter, top_k=top_k, max_claims=max_claims,
