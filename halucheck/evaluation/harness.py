@@ -154,6 +154,7 @@ def run_eval(
     data: Sequence[UserData] = (),
     calibration: str | Path | None | bool = None,
     skip: int = 0,
+    replies: str | Path | None = None,
 ) -> EvalResult:
     """Run ``verifier`` on ``datasets`` and write the run folder ``out``; returns its metrics.
 
@@ -164,7 +165,8 @@ def run_eval(
     are not split, and their ``limit`` was applied when they were read. ``datasets`` may then be empty.
     ``skip``: leave out the first ``skip`` items of each named set's split (items a run before has seen).
     ``calibration``: which calibrator's effect to report (:func:`halucheck.verifiers.calibration.resolve`: None the
-    stored unnamed one, else a name or a file); False none (a run that fits one).
+    stored unnamed one, else a name or a file); False none (a run that fits one). ``replies``: where the reply
+    cache lives when not in ``out`` (several runs sharing one, as the clean panel's do).
     """
     log = log or (lambda _m: None)
     options = dataset_bibliography(datasets, verifier, options, Path(out), log)
@@ -192,7 +194,7 @@ def run_eval(
 
         engines = EnginePool(settings)  # this run's engines, closed when it ends
         if cache:
-            store = _install_cache(engines, Path(out) / REPLIES_FILE)
+            store = _install_cache(engines, Path(replies) if replies else Path(out) / REPLIES_FILE)
         meter.install(engines)
     scope = f"{split} split of the named sets, every item of the user files" if datasets and data else split
     log(f"{v.name}: {len(items)} items of {', '.join(names)} ({scope})"
