@@ -60,6 +60,8 @@ ENV_VARS = {
     "HALUCHECK_API_KEY": "the Bearer token sent to a vLLM server",
     "HALUCHECK_EMBED_MODEL": "the sentence-transformers model of the dense index",
     "HALUCHECK_EMBED_DTYPE": "float32 (default) or bfloat16 for the dense index's embeddings",
+    "HALUCHECK_MAX_DOC_CHARS": "characters of text a corpus document may hold; past it the text is cut, with a "
+                               "warning (default 5,000,000)",
 }
 
 
@@ -107,6 +109,33 @@ def index_path(corpus: str | os.PathLike | None = None, flag: str | os.PathLike 
         raise ConfigError("no index yet: run `halucheck index DIR` first, or pass --db FILE")
     raise ConfigError(f"{len(found)} indexes in {folder}: say which with --corpus DIR (the folder you indexed) "
                       "or --db FILE")
+
+
+MAX_DOCUMENT_CHARS = 5_000_000
+"""Characters of extracted text one corpus document may hold (about 2,000 pages; ``$HALUCHECK_MAX_DOC_CHARS``
+overrides). Past it the document's text is cut there, with a warning naming the file: a 334 KB .docx that
+unpacked to 120 MB gave 133,434 chunks and 2 GB of memory. A .docx whose XML unpacks to more than
+:data:`UNPACKED_BYTES_PER_CHAR` bytes per allowed character is read as a stream and stops at the bound."""
+
+UNPACKED_BYTES_PER_CHAR = 5
+"""Bytes of XML a .docx may unpack to per character of :data:`MAX_DOCUMENT_CHARS` (25 MB at the default; at
+least 5 MB) before its text is read as a stream, never held whole (python-docx holds about 14 bytes per byte
+of XML it parses)."""
+
+
+def max_document_chars() -> int:
+    """:data:`MAX_DOCUMENT_CHARS`, or ``$HALUCHECK_MAX_DOC_CHARS`` when set (a whole number of at least 1,000)."""
+    raw = env("HALUCHECK_MAX_DOC_CHARS")
+    if raw is None:
+        return MAX_DOCUMENT_CHARS
+    try:
+        value = int(raw.replace("_", "").replace(",", ""))
+    except ValueError:
+        value = 0
+    if value < 1000:
+        raise ConfigError(f"HALUCHECK_MAX_DOC_CHARS={raw!r} must be a whole number of characters, at least 1000 "
+                          f"(default {MAX_DOCUMENT_CHARS}); fix or unset it")
+    return value
 
 
 def find_config(path: str | os.PathLike | None = None) -> Path:

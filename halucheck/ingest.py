@@ -7,6 +7,12 @@ documents are named ``PATH#L<line>`` (1-based) and offsets point into that line'
 
 Lone UTF-16 surrogates (a .jsonl escape like ``"\\ud83d"`` without its pair) are not text: they become
 U+FFFD, with a warning naming the file and its lines, before any text is chunked or stored.
+
+A document holds at most ``max_chars`` characters (:func:`halucheck.config.max_document_chars`): past it its
+text is cut there, with one warning per file naming the file, its size and the setting to raise. A PDF stops
+extracting pages past the bound, and a .docx that unpacks to more than
+:data:`halucheck.config.UNPACKED_BYTES_PER_CHAR` bytes per allowed character is read as a stream of paragraphs
+that stops there, so neither is ever held whole.
 """
 
 from __future__ import annotations
@@ -19,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterator
 
+from halucheck import config
 from halucheck.text import (
     SURROGATE_HINT,
     json_surrogates,
@@ -29,6 +36,8 @@ from halucheck.text import (
 SUPPORTED_SUFFIXES = (".md", ".markdown", ".txt", ".html", ".htm", ".pdf", ".docx", ".jsonl")
 MAX_FILE_BYTES = 50 * 1024 * 1024
 JSONL_TEXT_FIELDS = ("text", "contents", "content", "body", "passage")
+CUT_HINT = "set HALUCHECK_MAX_DOC_CHARS higher to index it whole"
+_W = "{http://schemas.openxmlformats.org/wordprocessingml/2006/main}"
 
 
 class SkipFile(Exception):
@@ -41,6 +50,7 @@ class Document:
 
     source: str
     text: str
+    cut: int = 0  # the bound its text was cut at (0: read whole)
 
 
 @dataclass(frozen=True)
@@ -112,7 +122,7 @@ def _read_html(data: bytes) -> str:
     return re.sub(r"\n{3,}", "\n\n", "\n".join(lines)).strip()
 
 
-def _read_pdf(path: Path) -> str:
+def _read_pdf(path: Path, max_chars: int) -> str:
     import logging
 
     from pypdf import PdfReader
@@ -128,7 +138,12 @@ def _read_pdf(path: Path) -> str:
                 ok = 0
             if not ok:
                 raise SkipFile("encrypted PDF (password required)")
-        pages = [(page.extract_text() or "").strip() for page in reader.pages]
+        pages, total = [], 0
+        for page in reader.pages:  # no further than the bound: a PDF's streams can unpack to far more
+            pages.append((page.extract_text() or "").strip())
+            total += len(pages[-1]) + 2
+            if total > max_chars:
+                break
     except SkipFile:
         raise
     except (PdfReadError, ValueError, KeyError, TypeError, OSError) as exc:
@@ -140,10 +155,26 @@ def _read_pdf(path: Path) -> str:
     return "\n\n".join(p for p in pages if p)
 
 
-def _read_docx(path: Path, head: bytes) -> str:
+def _read_docx(path: Path, head: bytes, max_chars: int) -> tuple[str, int | None, bool, bool]:
+    """The text of a .docx, what its parts unpack to (None when it is no zip), whether it was read as a stream
+    and whether to its end. One whose XML unpacks to more than :func:`_xml_bound` allows, or whose other parts
+    (images) to more than a file may hold, is read as a stream (:func:`_stream_docx`): python-docx holds every
+    part, and about 14 bytes per byte of XML it parses."""
     if head.startswith(b"\xd0\xcf\x11\xe0"):
         # OLE compound file: what Office writes for password-protected documents (or legacy .doc)
         raise SkipFile("encrypted or legacy Word file (not a .docx zip); save it unprotected as .docx")
+    import zipfile
+
+    try:
+        with zipfile.ZipFile(path) as z:  # the sizes its parts declare: a read stops there
+            parts = z.infolist()
+        xml = sum(i.file_size for i in parts if i.filename.endswith((".xml", ".rels")))
+        unpacked = sum(i.file_size for i in parts)
+    except (zipfile.BadZipFile, ValueError, EOFError):
+        xml = unpacked = None  # python-docx says what is wrong with it
+    if unpacked is not None and (xml > _xml_bound(max_chars) or unpacked - xml > MAX_FILE_BYTES):
+        text, whole = _stream_docx(path, max_chars)
+        return text, unpacked, True, whole
     import docx
 
     try:
@@ -154,12 +185,69 @@ def _read_docx(path: Path, head: bytes) -> str:
     for table in d.tables:
         for row in table.rows:
             blocks.append(" | ".join(c.text.strip() for c in row.cells))
-    return "\n\n".join(b for b in blocks if b)
+    return "\n\n".join(b for b in blocks if b), unpacked, False, True
 
 
-def _read_jsonl(path: Path, data: bytes, warn: Callable[[str], None]) -> list[Document]:
+def _xml_bound(max_chars: int) -> int:
+    """Bytes of XML a .docx may unpack to before it is read as a stream (25 MB at the default bound; at least
+    5 MB, as Word's styles alone take about 1 MB)."""
+    return max(max_chars, 1_000_000) * config.UNPACKED_BYTES_PER_CHAR
+
+
+def _stream_docx(path: Path, max_chars: int) -> tuple[str, bool]:
+    """The paragraphs of a .docx in document order (table cells in place), parsed as a stream that stops once
+    they pass ``max_chars`` characters or ``word/document.xml`` passes 50 bytes per allowed character (markup
+    without text): memory stays bounded by the text kept. Also whether it reached the end."""
+    import zipfile
+    import zlib
+
+    from lxml import etree
+
+    blocks: list[str] = []
+    total, read, whole = 0, 0, True
+    parser = etree.XMLPullParser(events=("end",), tag=f"{_W}p", resolve_entities=False, no_network=True)
+    try:
+        with zipfile.ZipFile(path) as z, z.open("word/document.xml") as f:
+            while total <= max_chars:
+                data = f.read(1 << 20)
+                if not data:
+                    break
+                read += len(data)
+                parser.feed(data)
+                for _, p in parser.read_events():
+                    text = "".join(
+                        (el.text or "") if el.tag == f"{_W}t" else "\t" if el.tag == f"{_W}tab" else "\n"
+                        for el in p.iter(f"{_W}t", f"{_W}tab", f"{_W}br", f"{_W}cr")).strip()
+                    p.clear()
+                    while p.getprevious() is not None:  # what was read before it is done with
+                        del p.getparent()[0]
+                    if text:
+                        blocks.append(text)
+                        total += len(text) + 2
+                if read > max_chars * 50 and total <= max_chars:
+                    whole = False
+                    break
+    except (KeyError, zipfile.BadZipFile, etree.XMLSyntaxError, OSError, EOFError, zlib.error) as exc:
+        if not blocks:
+            raise SkipFile(f"unreadable .docx ({type(exc).__name__}: {exc})") from None
+        whole = False  # broken past what was read: keep that, with the warning of a cut
+    return "\n\n".join(blocks), whole
+
+
+def _cut(text: str, max_chars: int) -> str:
+    """The first ``max_chars`` characters of ``text``, ending at a space or line break within the last 200."""
+    head = text[:max_chars]
+    space = max(head.rfind(" ", max_chars - 200), head.rfind("\n", max_chars - 200))
+    return head[:space].rstrip() if space > 0 else head
+
+
+def _size(n: int) -> str:
+    return f"{n / 2**20:.1f} MB" if n >= 2**20 else f"{n / 2**10:.0f} KB" if n >= 2**10 else f"{n} bytes"
+
+
+def _read_jsonl(path: Path, data: bytes, warn: Callable[[str], None], max_chars: int) -> list[Document]:
     text = _decode_text(data)
-    docs, bad, replaced = [], [], []
+    docs, bad, replaced, cut = [], [], [], []
     for lineno, line in enumerate(text.splitlines(), 1):
         if not line.strip():
             continue
@@ -178,7 +266,11 @@ def _read_jsonl(path: Path, data: bytes, warn: Callable[[str], None]) -> list[Do
         if value is None:
             bad.append(lineno)
         elif value.strip():
-            docs.append(Document(f"{path}#L{lineno}", value))
+            if len(value) > max_chars:
+                cut.append(lineno)
+                docs.append(Document(f"{path}#L{lineno}", _cut(value, max_chars), max_chars))
+            else:
+                docs.append(Document(f"{path}#L{lineno}", value))
     if bad:
         shown = ", ".join(map(str, bad[:5])) + (" ..." if len(bad) > 5 else "")
         warn(
@@ -187,6 +279,10 @@ def _read_jsonl(path: Path, data: bytes, warn: Callable[[str], None]) -> list[Do
         )
     if replaced:
         warn(f"{path}: line {_lines(replaced)}: {SURROGATE_HINT}")
+    if cut:
+        warn(f"{path} ({_size(len(data))}): line {_lines(cut)}: text longer than the {max_chars:,} characters a "
+             f"document may hold (HALUCHECK_MAX_DOC_CHARS); only their first {max_chars:,} are indexed: "
+             f"{CUT_HINT.replace('it whole', 'them whole')}")
     return docs
 
 
@@ -194,12 +290,16 @@ def _lines(numbers: list[int]) -> str:
     return ", ".join(map(str, numbers[:5])) + (f" and {len(numbers) - 5} more" if len(numbers) > 5 else "")
 
 
-def read_file(path: Path, warn: Callable[[str], None] | None = None, max_bytes: int = MAX_FILE_BYTES) -> list[Document]:
+def read_file(path: Path, warn: Callable[[str], None] | None = None, max_bytes: int = MAX_FILE_BYTES,
+              max_chars: int | None = None) -> list[Document]:
     """Documents in one file. Raises :class:`SkipFile` (with the reason) for unreadable, binary, empty,
-    oversized or encrypted files. ``warn`` receives notes on partly unusable files (bad .jsonl lines)."""
+    oversized or encrypted files. ``warn`` receives notes on partly unusable files (bad .jsonl lines) and
+    one per file whose text is cut at ``max_chars`` (default :func:`halucheck.config.max_document_chars`)."""
     warn = warn or (lambda msg: None)
+    max_chars = max_chars or config.max_document_chars()
     path = Path(path)
     suffix = path.suffix.lower()
+    unpacked, streamed, whole = None, suffix == ".pdf", True
     try:
         size = path.stat().st_size
         if size > max_bytes:
@@ -207,15 +307,15 @@ def read_file(path: Path, warn: Callable[[str], None] | None = None, max_bytes: 
         if size == 0:
             raise SkipFile("empty file")
         if suffix == ".pdf":
-            text = _read_pdf(path)
+            text = _read_pdf(path, max_chars)
         elif suffix == ".docx":
             with open(path, "rb") as f:
                 head = f.read(8)
-            text = _read_docx(path, head)
+            text, unpacked, streamed, whole = _read_docx(path, head, max_chars)
         else:
             data = path.read_bytes()
             if suffix == ".jsonl":
-                docs = _read_jsonl(path, data, warn)
+                docs = _read_jsonl(path, data, warn, max_chars)
                 if not docs:
                     raise SkipFile("no documents (no line with a non-empty text field)")
                 return docs
@@ -227,7 +327,15 @@ def read_file(path: Path, warn: Callable[[str], None] | None = None, max_bytes: 
     text, n = replace_surrogates(text)  # a PDF's text map can hold them too
     if n:
         warn(f"{path}: {n} lone UTF-16 surrogate(s), which are not text, replaced with U+FFFD")
-    return [Document(str(path), text)]
+    if len(text) <= max_chars and whole:
+        return [Document(str(path), text)]
+    # a PDF and a streamed .docx stop reading at the bound: their whole length is not known
+    what = "its text" if streamed or not whole else f"its text ({len(text):,} characters)"
+    unpacks = f", unpacking to {_size(unpacked)}" if unpacked else ""
+    kept = _cut(text, max_chars) if len(text) > max_chars else text
+    warn(f"{path} ({_size(size)}{unpacks}): {what} is longer than the {max_chars:,} characters a document may hold "
+         f"(HALUCHECK_MAX_DOC_CHARS); only its first {len(kept):,} are indexed: {CUT_HINT}")
+    return [Document(str(path), kept, max_chars)]
 
 
 def iter_files(root: Path, exclude: tuple[Path, ...] = (),

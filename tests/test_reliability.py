@@ -957,3 +957,84 @@ def test_a_csv_with_two_answer_columns_and_an_empty_out_are_one_line_errors(tmp_
         [err] = [line for line in r.stderr.splitlines() if line.startswith("error:")]
         assert r.exit_code == 1 and r.stderr.rstrip().endswith(err) and message in err, r.output
     assert not (tmp_path / "results.jsonl").exists() and not (tmp_path / "run.duckdb").exists()
+
+
+# -- 37. a bound on what a document expands to ---------------------------------------------------------------------------
+
+
+def docx_bytes(paragraphs: list[str], extra: dict[str, bytes] | None = None) -> bytes:
+    """A minimal .docx: the parts python-docx needs, ``paragraphs`` as the body, ``extra`` parts beside."""
+    import io
+    import zipfile
+    from xml.sax.saxutils import escape
+
+    w = "http://schemas.openxmlformats.org/wordprocessingml/2006/main"
+    body = "".join(f"<w:p><w:r><w:t>{escape(p)}</w:t></w:r></w:p>" for p in paragraphs)
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as z:
+        z.writestr("[Content_Types].xml", '<?xml version="1.0"?><Types xmlns="http://schemas.openxmlformats.org/'
+                   'package/2006/content-types"><Default Extension="rels" ContentType="application/vnd.openxmlformats-'
+                   'package.relationships+xml"/><Default Extension="xml" ContentType="application/xml"/><Override '
+                   'PartName="/word/document.xml" ContentType="application/vnd.openxmlformats-officedocument.'
+                   'wordprocessingml.document.main+xml"/></Types>')
+        z.writestr("_rels/.rels", '<?xml version="1.0"?><Relationships xmlns="http://schemas.openxmlformats.org/'
+                   'package/2006/relationships"><Relationship Id="rId1" Type="http://schemas.openxmlformats.org/'
+                   'officeDocument/2006/relationships/officeDocument" Target="word/document.xml"/></Relationships>')
+        z.writestr("word/document.xml", f'<?xml version="1.0"?><w:document xmlns:w="{w}"><w:body>{body}</w:body>'
+                   "</w:document>")
+        for name, data in (extra or {}).items():
+            z.writestr(name, data)
+    return buf.getvalue()
+
+
+def test_a_document_past_the_size_bound_is_cut_with_one_warning_per_file(tmp_path, monkeypatch, fake_embeddings):
+    """A 334 KB .docx that unpacked to 120 MB gave 133,434 chunks and 2 GB of memory, without a word."""
+    import duckdb
+
+    monkeypatch.setenv("HALUCHECK_MAX_DOC_CHARS", "5000")
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    line = "The river Danube flows through Vienna and Budapest before it reaches the Black Sea."  # 83 characters
+    # read by python-docx, its text past the bound; then one unpacking to 6.4 MB of XML, read as a stream that
+    # stops at the bound; then one with a 60 MB part beside a short text (a zip bomb python-docx would load whole)
+    (corpus / "small.docx").write_bytes(docx_bytes([line] * 100))
+    (corpus / "bomb.docx").write_bytes(docx_bytes([line] * 60000 + ["The END marker is here."]))
+    (corpus / "media.docx").write_bytes(docx_bytes(["Budapest is the capital of Hungary."],
+                                                   {"word/media/image1.bin": bytes(60 * 2**20)}))
+    (corpus / "long.txt").write_text(" ".join([line] * 200) + " The END marker is here.")
+    (corpus / "notes.jsonl").write_text(json.dumps({"text": " ".join([line] * 100)}) + "\n"
+                                        + json.dumps({"text": "Vienna is the capital of Austria."}) + "\n")
+    (corpus / "short.txt").write_text("Vienna lies on the Danube.")
+    db = tmp_path / "ix.duckdb"
+    r = runner.invoke(app, ["index", str(corpus), "--db", str(db)])
+    assert r.exit_code == 0 and "Traceback" not in r.output, r.output
+    cuts = [ln for ln in r.stderr.splitlines() if "HALUCHECK_MAX_DOC_CHARS" in ln]
+    assert len(cuts) == 4, cuts  # one per file past the bound, naming the file, its size and the setting to raise
+    for name in ("small.docx", "bomb.docx", "long.txt", "notes.jsonl"):
+        [warning] = [c for c in cuts if f"{corpus / name} (" in c]
+        assert warning.startswith("warning: ") and "5,000 characters a document may hold" in warning
+        assert "set HALUCHECK_MAX_DOC_CHARS higher" in warning and ("KB" in warning or "bytes" in warning)
+    assert "unpacking to 6." in next(c for c in cuts if "bomb.docx" in c)
+    assert "(16,823 characters)" in next(c for c in cuts if "long.txt" in c)
+    assert "notes.jsonl (8 KB): line 1: text longer than" in next(c for c in cuts if "notes.jsonl" in c)
+    with duckdb.connect(str(db), read_only=True) as con:
+        lengths = dict(con.execute("SELECT source, length(text) FROM documents").fetchall())
+        cut = dict(con.execute("SELECT path, reason FROM files").fetchall())
+    assert max(lengths.values()) <= 5000 and min(lengths[str(corpus / n)] for n in ("small.docx", "bomb.docx")) > 4900
+    assert lengths[str(corpus / "media.docx")] == 35 and lengths[str(corpus / "short.txt")] == 26
+    assert cut[str(corpus / "bomb.docx")] == "cut at 5000 characters" and cut[str(corpus / "short.txt")] is None
+    r = runner.invoke(app, ["search", "END marker", "--db", str(db), "--mode", "bm25", "--json"])
+    assert "END marker" not in r.stdout  # past the bound: not indexed
+    r = runner.invoke(app, ["index", str(corpus), "--db", str(db)])  # unchanged: said again, as skipped files are
+    assert sum("cut at 5000 characters (HALUCHECK_MAX_DOC_CHARS)" in ln for ln in r.stderr.splitlines()) == 4, r.output
+    # raised, the bound reads the files it cut again, whole
+    monkeypatch.setenv("HALUCHECK_MAX_DOC_CHARS", "10000000")
+    r = runner.invoke(app, ["index", str(corpus), "--db", str(db)])
+    assert r.exit_code == 0 and "HALUCHECK_MAX_DOC_CHARS" not in r.output and "4 changed" in r.stdout, r.output
+    with duckdb.connect(str(db), read_only=True) as con:
+        assert con.execute("SELECT max(length(text)) FROM documents").fetchone()[0] > 5_000_000
+    r = runner.invoke(app, ["search", "END marker", "--db", str(db), "--mode", "bm25", "--json"])
+    assert "END marker" in r.stdout
+    monkeypatch.setenv("HALUCHECK_MAX_DOC_CHARS", "lots")
+    r = runner.invoke(app, ["index", str(corpus), "--db", str(db)])
+    assert r.exit_code == 1 and r.stderr.startswith("error: HALUCHECK_MAX_DOC_CHARS='lots' must be a whole number")

@@ -82,6 +82,7 @@ def build_index(
     progress: bool | None = None,
     warn: Callable[[str], None] | None = None,
     exclude_dirs: tuple[Path, ...] = (),
+    max_doc_chars: int | None = None,
 ) -> IndexReport:
     """Index the supported files under ``root`` into the DuckDB file ``db`` (created if missing).
 
@@ -91,7 +92,9 @@ def build_index(
     index's model, or the default), a local sentence-transformers folder, or ``"fake"`` (tests).
     Chunking settings apply to files processed in this run. Nothing halucheck wrote is read: folders holding
     its marker (:mod:`halucheck.outputs`), ``exclude_dirs`` (a run's ``--out``) and its cache folder are left
-    out (counted in ``report.left_out``).
+    out (counted in ``report.left_out``). A document's text is cut at ``max_doc_chars`` characters (default
+    :func:`halucheck.config.max_document_chars`), with a warning; a file cut at another bound than this build's
+    is read again, so raising the bound reads the files it cut.
     """
     t0 = time.perf_counter()
     warn = warn or log.warning
@@ -104,8 +107,11 @@ def build_index(
     exclude_dirs = _own_folders(root, exclude_dirs)
     _mark_index_folder(db)
     max_file_bytes = max_file_bytes or ingest.MAX_FILE_BYTES
+    from halucheck.config import max_document_chars
+
+    max_doc_chars = max_doc_chars or max_document_chars()
     chunking = f"sentences={chunk_sentences},overlap={chunk_overlap},max_chars={max_chars}"
-    unchanged = _unchanged_index(root, db, embed_model, embedder, warn, exclude_dirs)
+    unchanged = _unchanged_index(root, db, embed_model, embedder, warn, exclude_dirs, max_doc_chars)
     if unchanged is not None:  # read only: runs and searches reading the index meanwhile are no obstacle
         unchanged.seconds = time.perf_counter() - t0
         return unchanged
@@ -113,7 +119,7 @@ def build_index(
 
     try:
         report = _build(root, db, embed_model, embedder, chunking, chunk_sentences, chunk_overlap, max_chars, batch_size,
-                        max_file_bytes, disable, warn, exclude_dirs, t0)
+                        max_file_bytes, disable, warn, exclude_dirs, t0, max_doc_chars)
     except (duckdb.Error, OSError) as exc:
         raise (store.disk_error(db, exc) or exc) from None
     report.seconds = time.perf_counter() - t0
@@ -149,7 +155,7 @@ def _open_for_build(db: Path, warn: Callable[[str], None]):
 
 def _build(root: Path, db: Path, embed_model, embedder, chunking: str, chunk_sentences: int, chunk_overlap: int,
            max_chars: int, batch_size: int, max_file_bytes: int, disable, warn: Callable[[str], None],
-           exclude_dirs: tuple[Path, ...], t0: float) -> IndexReport:
+           exclude_dirs: tuple[Path, ...], t0: float, max_doc_chars: int) -> IndexReport:
     """Steps 1 to 4 of :func:`build_index` on a writable connection (a new index is built beside ``db`` and
     moved into place when finished)."""
     con, target = _open_for_build(db, warn)
@@ -160,13 +166,14 @@ def _build(root: Path, db: Path, embed_model, embedder, chunking: str, chunk_sen
         embedder, model_spec = _choose_embedder(con, embed_model, embedder, warn)
 
         # 1. compare the folder with what the index knows
-        todo = _scan(con, root, db, max_file_bytes, report, warn, exclude_dirs, also=(target,))
+        todo = _scan(con, root, db, max_file_bytes, report, warn, exclude_dirs, also=(target,),
+                     max_doc_chars=max_doc_chars)
         report.timings["scan"] = time.perf_counter() - t0
         t1 = time.perf_counter()
 
         # 2. drop what is gone or about to be replaced, then read, chunk and insert changed files
         _read_changed(con, todo, report, warn=warn, max_file_bytes=max_file_bytes, chunk_sentences=chunk_sentences,
-                      chunk_overlap=chunk_overlap, max_chars=max_chars, disable=disable)
+                      chunk_overlap=chunk_overlap, max_chars=max_chars, disable=disable, max_doc_chars=max_doc_chars)
         changed = bool(todo or report.removed)
         report.timings["read"] = time.perf_counter() - t1
         t1 = time.perf_counter()
@@ -220,7 +227,8 @@ def _mark_index_folder(db: Path) -> None:
 
 
 def _unchanged_index(root: Path, db: Path, embed_model: str | None, embedder,
-                     warn: Callable[[str], None], exclude_dirs: tuple[Path, ...] = ()) -> IndexReport | None:
+                     warn: Callable[[str], None], exclude_dirs: tuple[Path, ...] = (),
+                     max_doc_chars: int | None = None) -> IndexReport | None:
     """The report of a build with nothing to do, found on a read-only connection: a finished index of the
     same embedding model, every chunk embedded, BM25 current, and every file under ``root`` with the size
     and mtime it was indexed with (chunking settings apply to files read again: none here). None when there
@@ -258,7 +266,7 @@ def _unchanged_index(root: Path, db: Path, embed_model: str | None, embedder,
                 st = path.stat()
             except OSError:
                 return None
-            if old is None or (old[0], old[1]) != (st.st_size, st.st_mtime_ns):
+            if old is None or (old[0], old[1]) != (st.st_size, st.st_mtime_ns) or _cut_elsewhere(old, max_doc_chars):
                 return None
             _unchanged(report, str(path), old, notes.append)
         if known:  # files gone
@@ -290,11 +298,11 @@ def _choose_embedder(con, embed_model: str | None, embedder, warn: Callable[[str
 
 def _scan(
     con, root: Path, db: Path, max_file_bytes: int, report: IndexReport, warn: Callable[[str], None],
-    exclude_dirs: tuple[Path, ...] = (), also: tuple[Path, ...] = (),
+    exclude_dirs: tuple[Path, ...] = (), also: tuple[Path, ...] = (), max_doc_chars: int | None = None,
 ) -> list[tuple[Path, os.stat_result, str | None]]:
     """The files under ``root`` to read again, with their stat and content hash; fills the report's added,
     changed, unchanged, removed and (unchanged) skipped files. A file whose size or mtime changed but whose
-    content hash did not only has its stat updated."""
+    content hash did not only has its stat updated; one cut at another bound than ``max_doc_chars`` is read again."""
     prefix = str(root).rstrip(os.sep) + os.sep
     known = {
         r[0]: r[1:]
@@ -316,7 +324,8 @@ def _scan(
             warn(f"skipped {p}: cannot read ({exc.strerror})")
             continue
         old = known.get(p)
-        if old and old[0] == st.st_size and old[1] == st.st_mtime_ns:
+        recut = bool(old) and _cut_elsewhere(old, max_doc_chars)
+        if old and not recut and old[0] == st.st_size and old[1] == st.st_mtime_ns:
             _unchanged(report, p, old, warn)
             continue
         sha = None
@@ -325,7 +334,7 @@ def _scan(
                 sha = ingest.file_sha256(path)
             except OSError:
                 sha = None  # read_file reports it
-        if old and sha is not None and old[2] == sha:
+        if old and not recut and sha is not None and old[2] == sha:
             con.execute("UPDATE files SET size = ?, mtime_ns = ? WHERE path = ?", [st.st_size, st.st_mtime_ns, p])
             _unchanged(report, p, old, warn)
             continue
@@ -335,12 +344,23 @@ def _scan(
     return todo
 
 
+CUT = "cut at {} characters"  # the reason recorded for an indexed file whose text was cut
+
+
+def _cut_elsewhere(old: tuple, max_doc_chars: int | None) -> bool:
+    """Whether the file of index row ``old`` was cut at another bound than ``max_doc_chars``."""
+    return (max_doc_chars is not None and old[3] == "indexed" and bool(old[4]) and old[4].startswith("cut at ")
+            and old[4] != CUT.format(max_doc_chars))
+
+
 def _unchanged(report: IndexReport, path: str, old: tuple, warn: Callable[[str], None]) -> None:
     # ``old`` is the file's row in the index: size, mtime_ns, sha256, status, reason
     report.unchanged += 1
     if old[3] == "skipped":
         report.skipped.append((path, old[4]))
         warn(f"skipped {path}: {old[4]} (unchanged since the last run)")
+    elif old[4] and old[4].startswith("cut at "):
+        warn(f"{path}: its text was {old[4]} (HALUCHECK_MAX_DOC_CHARS): {ingest.CUT_HINT} (unchanged since the last run)")
 
 
 def _read_changed(
@@ -354,6 +374,7 @@ def _read_changed(
     chunk_overlap: int,
     max_chars: int,
     disable: bool | None,
+    max_doc_chars: int | None = None,
 ) -> None:
     """Drop the removed files, then read and chunk ``todo``, writing it in batches (see :class:`_Pending`).
     A file that cannot be read is recorded as skipped, with its reason, and counts as skipped only."""
@@ -367,7 +388,7 @@ def _read_changed(
     for path, st, sha in tqdm(todo, desc="reading", unit="file", disable=True if not todo else disable):
         p = str(path)
         try:
-            docs = ingest.read_file(path, warn=warn, max_bytes=max_file_bytes)
+            docs = ingest.read_file(path, warn=warn, max_bytes=max_file_bytes, max_chars=max_doc_chars)
         except ingest.SkipFile as exc:
             _skip(report, pending, p, st, sha, str(exc), warn)
             continue
@@ -375,7 +396,8 @@ def _read_changed(
             _skip(report, pending, p, st, sha, f"unreadable ({type(exc).__name__}: {exc})", warn)
             continue
         per_doc = [ingest.chunk_text(d.text, chunk_sentences, chunk_overlap, max_chars) for d in docs]
-        pending.add_indexed(p, st, sha, docs, per_doc)
+        cut = max(d.cut for d in docs)
+        pending.add_indexed(p, st, sha, docs, per_doc, CUT.format(cut) if cut else None)
         if pending.full():
             pending.flush()
     pending.flush()
@@ -426,7 +448,8 @@ class _Pending:
     def add_skipped(self, path: str, st: os.stat_result, sha: str | None, reason: str) -> None:
         self.files.append((path, st.st_size, st.st_mtime_ns, sha, "skipped", reason, 0))
 
-    def add_indexed(self, path: str, st: os.stat_result, sha: str | None, docs: list, per_doc: list) -> None:
+    def add_indexed(self, path: str, st: os.stat_result, sha: str | None, docs: list, per_doc: list,
+                    reason: str | None = None) -> None:
         """``docs`` read from ``path`` and ``per_doc`` their chunks (a list per document)."""
         doc_start = store.next_id(self.con, "next_doc_id", len(docs))
         chunk_start = store.next_id(self.con, "next_chunk_id", sum(map(len, per_doc)))
@@ -436,7 +459,7 @@ class _Pending:
             for o, ch in enumerate(chunks):
                 self.chunks.append((cid, doc_start + j, o, ch.start, ch.end, ch.text))
                 cid += 1
-        self.files.append((path, st.st_size, st.st_mtime_ns, sha, "indexed", None, len(docs)))
+        self.files.append((path, st.st_size, st.st_mtime_ns, sha, "indexed", reason, len(docs)))
 
     def full(self) -> bool:
         return len(self.chunks) >= FLUSH_CHUNKS or len(self.files) >= FLUSH_FILES
