@@ -87,6 +87,37 @@ def user_cache_dir() -> Path:
     return Path(platformdirs.user_cache_dir("halucheck"))
 
 
+def cache_error(path: str | os.PathLike, exc: BaseException, also: str = "") -> ConfigError | None:
+    """The one line for ``exc``, raised making or writing ``path`` in halucheck's cache, when the cache folder
+    itself is the trouble: ``HALUCHECK_HOME`` (or ``HALUCHECK_MODELS``, or the default cache folder) is a file,
+    or lies under one, or cannot be written. It names the setting and how to fix it (``also``: another way,
+    e.g. "or pass --db FILE"); None when ``path`` is not in the cache or the trouble is another one."""
+    import errno
+
+    from halucheck.errors import disk_problem
+
+    places = [("HALUCHECK_MODELS", Path(env("HALUCHECK_MODELS")))] if env("HALUCHECK_MODELS") else []
+    places.append(("HALUCHECK_HOME", user_cache_dir()))
+    path = Path(path).expanduser().absolute()
+    for var, folder in places:
+        folder = folder.expanduser().absolute()
+        if path == folder or path.is_relative_to(folder):
+            break
+    else:
+        return None
+    named = f"{var}={folder}" if env(var) else f"halucheck's cache folder {folder}"
+    fix = (f"point {var} at a writable folder" + (" (or unset it)" if env(var) else "")
+           + (f", {also}" if also else ""))
+    why = getattr(exc, "strerror", None) or (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+    blocker = next((p for p in (folder, *folder.parents) if p.exists()), None)
+    if getattr(exc, "errno", None) in (errno.ENOTDIR, errno.EEXIST) or (blocker is not None and not blocker.is_dir()):
+        what = "is a file" if blocker == folder else f"lies under the file {blocker}"
+        return ConfigError(f"{named} {what}, not a folder (cannot make {path}: {why}); {fix}")
+    if disk_problem(exc) == "read-only":
+        return ConfigError(f"{named} cannot be written (cannot write {path}: {why}); {fix}")
+    return None
+
+
 def index_path(corpus: str | os.PathLike | None = None, flag: str | os.PathLike | None = None) -> Path:
     """Where a corpus's index lives, the same for ``halucheck index``, ``search``, ``run`` and ``eval --corpus``:
     the ``--db``/``--index`` flag, else ``$HALUCHECK_INDEX``, else one file per corpus folder in the user

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
 
-from halucheck.config import env, user_cache_dir
+from halucheck.config import cache_error, env, user_cache_dir
 from halucheck.errors import ConfigError, ModelNotInstalled
 
 # Weights are saved in bfloat16. Measured on the 0.5B model (2 shared cores, avx512_bf16, 48 greedy
@@ -260,7 +260,10 @@ def convert(name: str, *, dtype: str = SAVE_DTYPE) -> Path:
     spec = spec_for(name)
     final = converted_dir(spec.name)
     parts = locate_parts(spec)
-    final.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        final.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:  # HALUCHECK_MODELS or HALUCHECK_HOME is a file, or read-only: one line naming it
+        raise (cache_error(final.parent, exc) or exc) from None
     with _lock(final.parent / f".{spec.name}.lock"):
         if _is_ready(final):  # another process finished it while we waited
             return final

@@ -925,6 +925,114 @@ def test_eval_out_naming_a_file_is_one_line(tmp_path):
     assert "is a file; pass a folder" in err and (tmp_path / "FILE").read_text() == "x"
 
 
+def read_only_mount_works(folder) -> bool:
+    """Whether ``unshare -m`` can mount ``folder`` read-only here (root, whom permissions do not stop)."""
+    import shutil
+
+    return os.geteuid() != 0 or (shutil.which("unshare") is not None and subprocess.run(
+        ["unshare", "-m", "sh", "-c", f"mount --bind {folder} {folder} && mount -o remount,ro,bind {folder} {folder}"],
+        capture_output=True).returncode == 0)
+
+
+def halucheck_with_read_only(folder, args, env):
+    """`halucheck ARGS` in a subprocess that cannot write ``folder`` (mounted read-only, or for a user who is
+    not root, its permissions taken away)."""
+    argv = [sys.executable, "-c", "import sys; from halucheck.cli import app; app(sys.argv[1:], prog_name='halucheck')",
+            *args]
+    if os.geteuid() == 0:
+        mount = f"mount --bind {folder} {folder} && mount -o remount,ro,bind {folder} {folder} && exec \"$@\""
+        return subprocess.run(["unshare", "-m", "sh", "-c", mount, "sh", *argv], capture_output=True, text=True,
+                              env=env, timeout=300)
+    folder.chmod(0o555)
+    try:
+        return subprocess.run(argv, capture_output=True, text=True, env=env, timeout=300)
+    finally:
+        folder.chmod(0o755)
+
+
+@pytest.mark.parametrize("home", ["file", "under-a-file", "read-only"])
+def test_a_halucheck_home_that_is_a_file_or_read_only_is_one_line_naming_it(tmp_path, monkeypatch, home):
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    (corpus / "tower.txt").write_text("The Eiffel Tower stands in Paris.")
+    data = tmp_path / "mine.jsonl"
+    data.write_text("".join(json.dumps({"id": f"q{i}", "answer": f"Paris is in France {i}.", "hallucinated": i % 2 == 0})
+                            + "\n" for i in range(24)))
+    folder = tmp_path / "home"
+    if home == "read-only":
+        folder.mkdir()
+        if not read_only_mount_works(folder):
+            pytest.skip("running as root without unshare: no way to make a folder read-only here")
+    else:
+        folder.write_text("my notes")
+    where = folder if home != "under-a-file" else folder / "cache"
+    monkeypatch.setenv("HALUCHECK_HOME", str(where))
+    monkeypatch.setenv("HALUCHECK_EMBED_MODEL", "fake")
+    for args in (["index", str(corpus)], ["run", "-i", str(write_jsonl(tmp_path / "a.jsonl", ANSWERS[:1])), "-o",
+                                          str(tmp_path / "out"), "--corpus", str(corpus), "-p", "fake", "--quiet"],
+                 ["calibrate", "--data", str(data), "-v", "selfcheck", "-p", "fake"]):
+        if home == "read-only":
+            r = halucheck_with_read_only(folder, args, dict(os.environ))
+            stderr, code, output = r.stderr, r.returncode, r.stdout + r.stderr
+        else:
+            r = runner.invoke(app, args)
+            stderr, code, output = r.stderr, r.exit_code, r.output
+        [err] = [line for line in stderr.splitlines() if line.startswith("error:")]
+        assert code == 1 and stderr.rstrip().endswith(err) and "Traceback" not in output, output
+        assert f"HALUCHECK_HOME={where} " in err and "point HALUCHECK_HOME at a writable folder (or unset it)" in err
+        assert {"file": "is a file, not a folder", "under-a-file": f"lies under the file {folder}, not a folder",
+                "read-only": "cannot be written"}[home] in err, err
+        assert ("pass --db (or --index) FILE" in err) == (args[0] != "calibrate") and "delete" not in err
+    if home != "read-only":
+        assert folder.read_text() == "my notes"
+
+
+@pytest.mark.parametrize("metrics, why", [
+    ("{not json", "JSONDecodeError: Expecting property name"),
+    ("[1, 2]", "a mapping of results, got list"),
+    ('{"results": 5}', "AttributeError"),
+    ('{"results": {"ds": {"metrics": {"auroc": {"value": "high"}}}}}', "TypeError: must be real number"),
+    ("[" * 100000 + "]" * 100000, "nested too deeply"),
+    (b'{"verifier": "x\xff"}', "not UTF-8 text: byte 0xff"),
+])
+def test_eval_compare_on_a_bad_metrics_json_is_one_line(tmp_path, metrics, why):
+    data = tmp_path / "mine.jsonl"
+    data.write_text(json.dumps({"id": "q1", "answer": "Paris is in France.", "hallucinated": False}) + "\n")
+    good = tmp_path / "good"
+    r = runner.invoke(app, ["eval", "--data", str(data), "-v", "selfcheck", "-p", "fake", "-o", str(good)])
+    assert r.exit_code == 0, r.output
+    bad = tmp_path / "bad"
+    bad.mkdir()
+    (bad / "metrics.json").write_bytes(metrics if isinstance(metrics, bytes) else metrics.encode())
+    (bad / "predictions.jsonl").write_text((good / "predictions.jsonl").read_text())
+    r = runner.invoke(app, ["eval", "--compare", str(good), str(bad)])
+    [err] = [line for line in r.stderr.splitlines() if line.startswith("error:")]
+    assert r.exit_code == 1 and r.stderr.rstrip().endswith(err) and "Traceback" not in r.output, r.output
+    assert err.startswith(f"error: {bad / 'metrics.json'}: not a metrics.json as halucheck eval writes it (")
+    assert why in err and f"or leave {bad} out of --compare" in err
+    (bad / "metrics.json").write_text((good / "metrics.json").read_text())
+    (bad / "predictions.jsonl").write_text('{"id": "q1"}\n')  # --common reads the predictions too
+    r = runner.invoke(app, ["eval", "--compare", "--common", str(good), str(bad)])
+    [err] = [line for line in r.stderr.splitlines() if line.startswith("error:")]
+    assert r.exit_code == 1 and f"{bad / 'predictions.jsonl'}:1: not a predictions.jsonl" in err, r.output
+
+
+@pytest.mark.parametrize("text, message", [
+    ("[" * 100000 + "]" * 100000, "nested too deeply to be a CSL-JSON bibliography"),
+    ('{"items": [' + '{"a": ' * 3000 + "1" + "}" * 3000 + "]}", "nested too deeply to be a CSL-JSON bibliography"),
+    ('[{"title": "A", "id": ' + "1" * 5000 + "}]", "write such numbers as strings"),
+])
+def test_a_deeply_nested_csl_json_bibliography_is_one_line(tmp_path, text, message):
+    bib = tmp_path / "refs.json"
+    bib.write_text(text)
+    src = write_jsonl(tmp_path / "answers.jsonl", ANSWERS[:1])
+    r = runner.invoke(app, ["run", "-i", str(src), "-o", str(tmp_path / "out"), "-p", "fake", "--bibliography", str(bib),
+                            "--quiet"])
+    [err] = [line for line in r.stderr.splitlines() if line.startswith("error:")]
+    assert r.exit_code == 1 and r.stderr.rstrip().endswith(err) and "Traceback" not in r.output, r.output
+    assert err.startswith("error: refs.json: ") and message in err and "list of items such as" in err
+
+
 # -- 36. no silent coercion ---------------------------------------------------------------------------------------------------
 
 

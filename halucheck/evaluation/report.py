@@ -167,22 +167,62 @@ def write_run(
     return out
 
 
+def _not_written_by_eval(path: Path, run_dir, why: str) -> InputError:
+    """The one line for a run file that cannot be read as halucheck eval writes it."""
+    return InputError(f"{path}: not a {path.name} as halucheck eval writes it ({why}); run that eval again to "
+                      f"write it, or leave {run_dir} out of --compare")
+
+
+def _why(exc: BaseException) -> str:
+    if isinstance(exc, RecursionError):
+        return "nested too deeply"
+    if isinstance(exc, UnicodeDecodeError):
+        return f"not UTF-8 text: byte 0x{exc.object[exc.start]:02x} at offset {exc.start}"
+    if isinstance(exc, OSError):
+        return f"cannot be read: {exc.strerror or exc}"
+    return f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}".rstrip(": ")
+
+
 def read_predictions(run_dir: str | os.PathLike) -> list[dict]:
-    """The rows of a run's ``predictions.jsonl``."""
+    """The rows of a run's ``predictions.jsonl``; one :class:`InputError` line naming the file (and line)
+    when it is missing, unreadable or not as halucheck eval writes it."""
     path = Path(run_dir) / PREDICTIONS_FILE
     if not path.is_file():
         raise InputError(f"{path} not found; is {run_dir} a run directory written by halucheck eval?")
-    with open(path, encoding="utf-8") as fh:
-        return [json.loads(line) for line in fh if line.strip()]
+    rows = []
+    try:
+        with open(path, encoding="utf-8") as fh:
+            for n, line in enumerate(fh, 1):
+                if not line.strip():
+                    continue
+                try:
+                    row = json.loads(line)
+                except (ValueError, RecursionError) as exc:
+                    raise _not_written_by_eval(Path(f"{path}:{n}"), run_dir, _why(exc)) from None
+                if not (isinstance(row, dict) and isinstance(row.get("dataset"), str)
+                        and isinstance(row.get("id"), (str, int))):
+                    raise _not_written_by_eval(Path(f"{path}:{n}"), run_dir, "a line must be an object with a "
+                                               "\"dataset\" and an \"id\"")
+                rows.append(row)
+    except (OSError, UnicodeDecodeError) as exc:
+        raise _not_written_by_eval(path, run_dir, _why(exc)) from None
+    return rows
 
 
 def read_run(run_dir: str | os.PathLike) -> dict:
-    """A run's ``metrics.json``; raises :class:`InputError` when the directory has none."""
+    """A run's ``metrics.json``; raises :class:`InputError` (one line) when the directory has none, or it cannot
+    be read, is not JSON or is not a mapping."""
     path = Path(run_dir) / METRICS_FILE
     if not path.is_file():
         raise InputError(f"{path} not found; is {run_dir} a run directory written by halucheck eval?")
-    with open(path, encoding="utf-8") as fh:
-        return json.load(fh)
+    try:
+        with open(path, encoding="utf-8") as fh:
+            run = json.load(fh)
+    except (OSError, ValueError, RecursionError) as exc:  # ValueError: not JSON, or not UTF-8
+        raise _not_written_by_eval(path, run_dir, _why(exc)) from None
+    if not isinstance(run, dict):
+        raise _not_written_by_eval(path, run_dir, f"a mapping of results, got {type(run).__name__}")
+    return run
 
 
 def _fmt(v, digits: int = 3) -> str:
@@ -241,9 +281,23 @@ def compare(dirs: Sequence[str | os.PathLike], common: bool = False) -> str:
     runs that include HaluEval QA. ``common``: score every run only on the items all runs have
     (:func:`common_results`); the cost columns stay those of the whole runs.
     """
-    rows = []
-    rescored = common_results(dirs) if common else [None] * len(dirs)
     runs = [(d, read_run(d)) for d in dirs]
+    try:
+        rescored = common_results(dirs) if common else [None] * len(dirs)
+    except (AttributeError, TypeError, KeyError, ValueError) as exc:
+        raise InputError(f"the predictions.jsonl of {', '.join(map(str, dirs))} are not as halucheck eval writes "
+                         f"them ({_why(exc)}); run those evals again, or compare without --common") from None
+    for (d, run), results in zip(runs, rescored):  # each run alone first: a file laid out otherwise is named
+        try:
+            _table([(d, run)], [results], common)
+        except (AttributeError, TypeError, KeyError, ValueError, IndexError) as exc:
+            raise _not_written_by_eval(Path(d) / METRICS_FILE, d, _why(exc)) from None
+    return _table(runs, rescored, common)
+
+
+def _table(runs: list[tuple[str | os.PathLike, dict]], rescored: list, common: bool) -> str:
+    """The tables of :func:`compare`: ``runs`` (directory, metrics.json), ``rescored`` their common results."""
+    rows = []
     for (d, run), results in zip(runs, rescored):
         name = run.get("verifier") or Path(d).name
         for ds, res in (results if results is not None else run.get("results", {})).items():

@@ -68,6 +68,12 @@ def disk_error(db: Path, exc: BaseException) -> DiskError | None:
     """The one line for a write of the index refused by the disk (full, read-only); None for other errors."""
     problem = disk_problem(exc)
     first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+    if isinstance(exc, OSError) or problem == "read-only":  # the cache folder itself (HALUCHECK_HOME) in the way?
+        from halucheck.config import cache_error
+
+        found = cache_error(db, exc, also="or pass --db (or --index) FILE")
+        if found is not None:
+            return DiskError(str(found))
     if problem == "full":
         return DiskError(f"no space left on the disk of the index {db} ({first}); free some space, then run the same "
                          "command again: the index is built where it stopped")

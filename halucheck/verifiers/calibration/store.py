@@ -56,9 +56,15 @@ def save(calibrator: Calibrator, root: str | os.PathLike | None = None) -> Path:
 
 
 def write_atomic(path: Path, text: str) -> Path:
-    """Write ``text`` to ``path`` through a temporary file beside it, so a reader never sees half of it."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=path.name + ".", suffix=".tmp", dir=path.parent)
+    """Write ``text`` to ``path`` through a temporary file beside it, so a reader never sees half of it. A cache
+    folder that is a file or read-only (``HALUCHECK_HOME``) is one line naming it."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=path.name + ".", suffix=".tmp", dir=path.parent)
+    except OSError as exc:
+        from halucheck.config import cache_error
+
+        raise (cache_error(path, exc) or exc) from None
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
             fh.write(text)

@@ -312,6 +312,10 @@ def _split_commas(part: str) -> list[str]:
 # CSL-JSON ------------------------------------------------------------------
 
 
+CSL_EXAMPLE = ('list of items such as {"title": ..., "author": [{"family": ..., "given": ...}], '
+               '"issued": {"date-parts": [[2019]]}}')
+
+
 def parse_csl_json(text: str, name: str = "<json>") -> tuple[list[Work], list[str]]:
     """CSL-JSON (a list of items; ``{"items": [...]}`` too) -> (works, warnings): ``title``, ``author``
     (``{family, given}``, with particles, or ``{literal}``; a literal ``et al.``/``others`` marks an
@@ -320,8 +324,12 @@ def parse_csl_json(text: str, name: str = "<json>") -> tuple[list[Work], list[st
         data, replaced = json_surrogates(text, json.loads(text))
     except json.JSONDecodeError as e:
         raise InputError(f"{name}:{e.lineno}:{e.colno}: not valid JSON ({e.msg}); a CSL-JSON bibliography is a "
-                         "list of items such as {\"title\": ..., \"author\": [{\"family\": ..., \"given\": ...}], "
-                         "\"issued\": {\"date-parts\": [[2019]]}}") from None
+                         f"{CSL_EXAMPLE}") from None
+    except RecursionError:
+        raise InputError(f"{name}: nested too deeply to be a CSL-JSON bibliography; it is a {CSL_EXAMPLE}") from None
+    except ValueError as e:  # a number of more than 4,300 digits
+        raise InputError(f"{name}: cannot be read as JSON ({str(e).split(';')[0]}); write such numbers as strings: "
+                         f"a CSL-JSON bibliography is a {CSL_EXAMPLE}") from None
     if isinstance(data, dict) and isinstance(data.get("items"), list):
         data = data["items"]
     if isinstance(data, dict):
