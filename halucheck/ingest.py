@@ -17,6 +17,7 @@ that stops there, so neither is ever held whole.
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import os
@@ -338,20 +339,50 @@ def read_file(path: Path, warn: Callable[[str], None] | None = None, max_bytes: 
     return [Document(str(path), kept, max_chars)]
 
 
+def not_a_file(path: Path) -> str | None:
+    """Why ``path`` (a name with a supported extension) is no regular file to read, or None when it is one
+    (or a folder, which is walked): a dangling link, a link loop, a FIFO, a socket or a device."""
+    try:
+        st = path.stat()
+    except OSError as exc:
+        if not path.is_symlink():
+            return f"cannot be read ({exc.strerror or exc})"
+        target = os.readlink(path)
+        if exc.errno == errno.ELOOP:
+            return f"a symlink loop (to {target}, which leads back to a link on the way); point the link at a file"
+        return f"a dangling symlink (to {target}, which does not exist); point it at a file that exists"
+    import stat
+
+    if stat.S_ISREG(st.st_mode) or stat.S_ISDIR(st.st_mode):
+        return None
+    if stat.S_ISFIFO(st.st_mode):
+        return "a FIFO (named pipe), not a file: reading it would wait for a writer; write its text into a file"
+    if stat.S_ISSOCK(st.st_mode):
+        return "a socket, not a file"
+    return "a device, not a file"
+
+
 def iter_files(root: Path, exclude: tuple[Path, ...] = (),
                warn: Callable[[str], None] | None = None, exclude_dirs: tuple[Path, ...] = (),
-               left_out: Callable[[Path, Path], None] | None = None) -> Iterator[Path]:
+               left_out: Callable[[Path, Path], None] | None = None,
+               skip: Callable[[Path, str], None] | None = None) -> Iterator[Path]:
     """Supported files under ``root``, recursively, sorted; hidden files and folders are ignored.
 
-    A file reached through a symlink that leads out of ``root`` is skipped (with a call to ``warn``):
-    the corpus is what the folder holds, and a link to ``/etc/passwd`` must not become quoted evidence.
-    So is a file whose name is not UTF-8 (Python holds its bytes as lone surrogates, which no index can store).
+    A file reached through a symlink that leads out of ``root`` is skipped: the corpus is what the folder
+    holds, and a link to ``/etc/passwd`` must not become quoted evidence. So is a file whose name is not UTF-8
+    (Python holds its bytes as lone surrogates, which no index can store), and a name with a supported
+    extension that is no regular file (:func:`not_a_file`: a FIFO, a dangling link, a link loop, a device).
+    Each is a call ``skip(path, reason)`` (default: a call to ``warn``), so the caller counts it as skipped.
 
     Nothing halucheck wrote is corpus: a file in a folder that holds :data:`halucheck.outputs.MARKER` (a run
     folder, an eval run, an index cache), or under one of ``exclude_dirs`` (the run's own ``--out``), is left
     out with a call ``left_out(file, folder)`` naming the folder that made it halucheck's."""
     from halucheck import outputs
 
+    if skip is None:
+        def skip(path: Path, reason: str) -> None:
+            if warn:
+                warn(f"skipped {path}: {reason}")
     root = Path(root)
     real_root = root.resolve()
     excluded = {p.resolve() for p in exclude}
@@ -371,7 +402,12 @@ def iter_files(root: Path, exclude: tuple[Path, ...] = (),
         rel = path.relative_to(root)
         if any(part.startswith(".") for part in rel.parts):
             continue
-        if path.suffix.lower() not in SUPPORTED_SUFFIXES or not path.is_file():
+        if path.suffix.lower() not in SUPPORTED_SUFFIXES:
+            continue
+        if not path.is_file():
+            why = not_a_file(path)
+            if why is not None and replace_surrogates(str(path))[1] == 0:
+                skip(path, why)
             continue
         real = path.resolve()
         if real in excluded:
@@ -383,12 +419,10 @@ def iter_files(root: Path, exclude: tuple[Path, ...] = (),
                 left_out(path, own)
             continue
         if replace_surrogates(str(path))[1]:
-            if warn:
-                shown = os.fsencode(path).decode("utf-8", errors="replace")
-                warn(f"skipped {shown}: its name is not UTF-8 text; rename the file (or folder) to index it")
+            shown = os.fsencode(path).decode("utf-8", errors="replace")
+            skip(Path(shown), "its name is not UTF-8 text; rename the file (or folder) to index it")
             continue
         if not real.is_relative_to(real_root):
-            if warn:
-                warn(f"skipped {path}: a symlink to {real}, outside the corpus folder {root}")
+            skip(path, f"a symlink to {real}, outside the corpus folder {root}")
             continue
         yield path

@@ -63,7 +63,7 @@ def read_items(path: str | Path, raw: bytes | None = None) -> tuple[list[Item], 
     if not raw.strip():
         raise InputError(f"{path} is empty: nothing to check; it needs one JSON object per line with an \"answer\"")
     problems: list[InputProblem] = []
-    lines = raw.split(b"\n")
+    lines = split_lines(raw)
     texts = []
     for n, b in enumerate(lines, start=1):
         try:
@@ -93,6 +93,16 @@ def read_items(path: str | Path, raw: bytes | None = None) -> tuple[list[Item], 
     # a skipped line keeps its own id in the report; without one it gets a line-N that no item has
     problems = [replace(p, id=p.id or synthetic_id(p.line, taken)) if p.fatal else p for p in problems]
     return items, problems
+
+
+def split_lines(raw: bytes) -> list[bytes]:
+    """The lines of a file's bytes: split at each line feed (the carriage return of a CRLF ending stays, and every
+    reader here ignores it). A file with CR-only line endings (classic Mac OS, some spreadsheet exports) holds no
+    line feed at all: it is split at each carriage return, so its lines are read as lines, not as one line with
+    "Extra data" after its first object."""
+    if b"\n" not in raw and b"\r" in raw.rstrip(b"\r"):
+        return raw.split(b"\r")
+    return raw.split(b"\n")
 
 
 def synthetic_id(line: int, taken: set[str]) -> str:

@@ -117,7 +117,8 @@ def mark_run_folder(out: Path) -> None:
 
 def corpus_skipped(report) -> dict[str, int]:
     """Why files of the corpus were not read, counted: ``halucheck's own`` (a run folder, an index cache:
-    never corpus) and ``unreadable`` (the warnings name each); {} when none or no corpus."""
+    never corpus) and ``unreadable`` (unreadable, empty, or no file: a FIFO, a dangling link, a link loop; the
+    warnings name each); {} when none or no corpus."""
     if report is None:
         return {}
     out = {"halucheck's own output": sum(report.left_out.values()), "unreadable or empty": len(report.skipped)}

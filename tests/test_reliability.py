@@ -1146,3 +1146,56 @@ def test_a_document_past_the_size_bound_is_cut_with_one_warning_per_file(tmp_pat
     monkeypatch.setenv("HALUCHECK_MAX_DOC_CHARS", "lots")
     r = runner.invoke(app, ["index", str(corpus), "--db", str(db)])
     assert r.exit_code == 1 and r.stderr.startswith("error: HALUCHECK_MAX_DOC_CHARS='lots' must be a whole number")
+
+
+def test_fifos_dangling_links_and_link_loops_in_a_corpus_are_counted_and_named_as_skipped(tmp_path, fake_embeddings):
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    (corpus / "tower.txt").write_text("The Eiffel Tower stands in Paris, France.")
+    os.mkfifo(corpus / "pipe.txt")  # reading it would wait for a writer forever
+    (corpus / "dangling.md").symlink_to("gone.md")
+    (corpus / "loop1.txt").symlink_to("loop2.txt")
+    (corpus / "loop2.txt").symlink_to("loop1.txt")
+    (corpus / "sub").mkdir()
+    (corpus / "sub" / "up").symlink_to("..")  # a folder loop: walked once, not forever
+    reasons = {"pipe.txt": "a FIFO (named pipe), not a file", "dangling.md": "a dangling symlink (to gone.md, which "
+               "does not exist)", "loop1.txt": "a symlink loop (to loop2.txt", "loop2.txt": "a symlink loop (to loop1.txt"}
+    db = tmp_path / "ix.duckdb"
+    for _ in range(2):  # a new index, then an unchanged one
+        r = runner.invoke(app, ["index", str(corpus), "--db", str(db)])
+        assert r.exit_code == 0, r.output
+        assert "1 added" in r.stdout or "1 unchanged" in r.stdout
+        assert ", 4 skipped;" in r.stdout, r.stdout
+        for name, why in reasons.items():
+            [line] = [ln for ln in r.stderr.splitlines() if f"{corpus / name}:" in ln]
+            assert line.startswith(f"warning: skipped {corpus / name}: {why}") and "remove" not in line, line
+    src = write_jsonl(tmp_path / "answers.jsonl", ANSWERS[:1])
+    r = runner.invoke(app, ["run", "-i", str(src), "-o", str(tmp_path / "out"), "--corpus", str(corpus), "--index",
+                            str(db), "-p", "fake"])
+    assert r.exit_code == 0, r.output
+    assert "corpus: 4 file(s) not read: 4 skipped: unreadable, empty or not a file" in r.stdout, r.stdout
+
+
+@pytest.mark.parametrize("name, text", [
+    ("answers.jsonl", '{"id": "a1", "answer": "The Louvre is in Paris."}\r{"id": "a2", "answer": "Rome is in Italy."}\r'),
+    ("answers.csv", 'id,answer\rc1,The Louvre is in Paris.\rc2,"Rome, Italy, is old."\r'),
+])
+def test_cr_only_line_endings_are_line_breaks(tmp_path, name, text):
+    from halucheck.evaluation.userdata import read_user_data
+    from halucheck.inputs import read_items
+
+    src = tmp_path / name
+    src.write_bytes(text.encode())
+    items, problems = read_items(src)
+    assert not problems and [it.answer for it in items] == (
+        ["The Louvre is in Paris.", "Rome is in Italy."] if name.endswith("jsonl")
+        else ["The Louvre is in Paris.", "Rome, Italy, is old."])
+    assert [it.line for it in items] == ([1, 2] if name.endswith("jsonl") else [2, 3])
+    r = runner.invoke(app, ["run", "-i", str(src), "-o", str(tmp_path / "out"), "-p", "fake", "--quiet"])
+    assert r.exit_code == 0 and "Extra data" not in r.output, r.output
+    assert len(results_of(tmp_path / "out")) == 2
+    data = tmp_path / ("labelled" + src.suffix)  # eval --data reads its lines alike
+    data.write_bytes(text.replace('"}', '", "hallucinated": false}').replace("answer\r", "answer,hallucinated\r")
+                     .replace("Paris.\r", "Paris.,false\r").replace('old."\r', 'old.",true\r').encode())
+    labelled = read_user_data(data)
+    assert len(labelled.items) == 2 and not labelled.problems, labelled.problems

@@ -109,7 +109,7 @@ def print_summary(summary: dict, out_dir: Path) -> None:
                    f"{ch['claims_rechecked']} claim(s) checked again against the corpus as it is now")
     if s.get("corpus_skipped"):
         why = {"halucheck's own output": "in folders halucheck wrote (its runs and indexes are never evidence)",
-               "unreadable or empty": "unreadable or empty (the warnings above name them)"}
+               "unreadable or empty": "skipped: unreadable, empty or not a file (the warnings above name each and why)"}
         sk = s["corpus_skipped"]
         typer.echo(f"  corpus: {sum(sk.values())} file(s) not read: "
                    + "; ".join(f"{n} {why.get(k, k)}" for k, n in sk.items()))

@@ -37,7 +37,7 @@ from typing import Any, Callable, Iterator
 
 from halucheck.errors import InputError
 from halucheck.evaluation.datasets import EvalItem
-from halucheck.inputs import csv_rows, json_kind, json_objects
+from halucheck.inputs import csv_rows, json_kind, json_objects, split_lines
 from halucheck.text import SURROGATE_HINT, json_surrogates
 
 SUFFIXES = (".jsonl", ".csv")
@@ -156,7 +156,7 @@ def _read_lines(path: Path) -> tuple[list[str], list[LineProblem]]:
         raise InputError(f"{path} is empty; add one labelled item per line, e.g. {EXAMPLE}")
     texts: list[str] = []
     problems: list[LineProblem] = []
-    for n, b in enumerate(raw.split(b"\n"), start=1):
+    for n, b in enumerate(split_lines(raw), start=1):
         try:
             texts.append(b.decode("utf-8"))
         except UnicodeDecodeError as exc:

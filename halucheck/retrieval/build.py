@@ -61,6 +61,14 @@ class IndexReport:
     def note_left_out(self, path: Path, folder: Path) -> None:
         self.left_out[str(folder)] = self.left_out.get(str(folder), 0) + 1
 
+    def skipper(self, warn: Callable[[str], None]) -> Callable[[Path, str], None]:
+        """What :func:`ingest.iter_files` calls for a name it does not read (a FIFO, a dangling link, a link
+        loop, a link out of the corpus, a name that is not UTF-8): counted as skipped, and said."""
+        def skip(path: Path, reason: str) -> None:
+            self.skipped.append((str(path), reason))
+            warn(f"skipped {path}: {reason}")
+        return skip
+
     def summary(self) -> str:
         return (
             f"{len(self.added)} added, {len(self.changed)} changed, {len(self.removed)} removed, "
@@ -260,7 +268,8 @@ def _unchanged_index(root: Path, db: Path, embed_model: str | None, embedder,
             "SELECT path, size, mtime_ns, sha256, status, reason FROM files WHERE starts_with(path, ?)", [prefix]
         ).fetchall()}
         for path in ingest.iter_files(root, exclude=(db, Path(str(db) + ".wal")), warn=notes.append,
-                                      exclude_dirs=exclude_dirs, left_out=report.note_left_out):
+                                      exclude_dirs=exclude_dirs, left_out=report.note_left_out,
+                                      skip=report.skipper(notes.append)):
             old = known.pop(str(path), None)
             try:
                 st = path.stat()
@@ -314,7 +323,7 @@ def _scan(
     todo: list[tuple[Path, os.stat_result, str | None]] = []
     seen: set[str] = set()
     for path in ingest.iter_files(root, exclude=exclude, warn=warn, exclude_dirs=exclude_dirs,
-                                  left_out=report.note_left_out):
+                                  left_out=report.note_left_out, skip=report.skipper(warn)):
         p = str(path)
         seen.add(p)
         try:
