@@ -36,9 +36,14 @@ def is_marked(folder: str | os.PathLike) -> bool:
 
 
 def run_files(out: str | os.PathLike) -> list[Path]:
-    """The files a run with ``--out out`` writes, resolved."""
+    """The files a run with ``--out out`` writes, resolved: :data:`RUN_FILES` and the further pages of its HTML
+    report there (``report-N.html``, see :func:`halucheck.reports.page_name`)."""
+    import re
+
     out = Path(out).expanduser().resolve()
-    return [out / name for name in RUN_FILES]
+    pages = sorted(p for p in out.glob("report-*.html*") if re.fullmatch(r"report-\d+\.html(\.tmp)?", p.name)) \
+        if out.is_dir() else []
+    return [out / name for name in RUN_FILES] + pages
 
 
 def same_file(a: str | os.PathLike, b: str | os.PathLike) -> bool:

@@ -3,6 +3,7 @@ very long answer.
 
     python scripts/bench_report.py --items 2000 --claims-per-item 5
     python scripts/bench_report.py --answer-mb 0.5,1,2,5
+    python scripts/bench_report.py --items 50000 --claims-per-item 1 --html
 
 The first fills a synthetic run database (every claim with 3 queries, 10 evidence passages and a 7-turn
 debate) and times ``build_results`` on it. Prints claims, rows and seconds.
@@ -11,6 +12,10 @@ The second runs `halucheck run -p fake` on one synthetic answer of each size (se
 and chat, so its coverage has many gaps), then times rebuilding its reports as `halucheck report` does:
 ``build_results`` (coverage) and ``write_html`` (the highlighting). Prints, per size, the claims and gaps
 and the seconds of the run and of each report step.
+
+With ``--html`` the first also writes the HTML report of that database twice, as one page (what every run
+wrote before reports were paged) and in pages of ``reports.PAGE_ANSWERS`` answers, and prints their sizes in
+MB and the seconds each took.
 """
 
 from __future__ import annotations
@@ -107,6 +112,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--items", type=int, default=2000)
     ap.add_argument("--claims-per-item", type=int, default=5)
+    ap.add_argument("--html", action="store_true", help="Also write the HTML report, as one page and paged")
     ap.add_argument("--answer-mb", default=None, help="Comma-separated sizes of one long answer, in MB (e.g. 0.5,1,2,5)")
     args = ap.parse_args()
     if args.answer_mb:
@@ -121,10 +127,33 @@ def main() -> None:
         t0 = time.perf_counter()
         results = build_results(store)
         t_build = time.perf_counter() - t0
+        sizes = bench_html(Path(tmp), results, store) if args.html else None
         store.close()
     assert sum(len(r["claims"]) for r in results) == claims
     print(f"items {args.items}, claims {claims}, evidence rows {claims * 10}, turns {claims * 7}")
     print(f"fill {t_fill:.1f} s; build_results {t_build:.2f} s ({1e3 * t_build / claims:.3f} ms per claim)")
+    if sizes:
+        print(sizes)
+
+
+def bench_html(tmp: Path, results: list, store: RunStore) -> str:
+    """The HTML report of ``results`` as one page and paged: sizes in MB and seconds."""
+    mb = 2 ** 20
+    one, paged = tmp / "one", tmp / "paged"
+    one.mkdir()
+    paged.mkdir()
+    t0 = time.perf_counter()
+    reports.write_html(one, results, store, page_answers=max(1, len(results)))
+    t_one = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    reports.write_html(paged, results, store)
+    t_paged = time.perf_counter() - t0
+    pages = sorted(paged.glob("report*.html"), key=lambda p: p.stat().st_size)
+    total = sum(p.stat().st_size for p in pages)
+    return (f"HTML, one page: report.html {(one / 'report.html').stat().st_size / mb:.1f} MB [{t_one:.1f} s]; "
+            f"in pages of {reports.PAGE_ANSWERS} answers: report.html {(paged / 'report.html').stat().st_size / mb:.1f} MB, "
+            f"{len(pages)} pages, largest {pages[-1].stat().st_size / mb:.1f} MB, all {total / mb:.1f} MB "
+            f"[{t_paged:.1f} s]")
 
 
 if __name__ == "__main__":

@@ -1199,3 +1199,35 @@ def test_cr_only_line_endings_are_line_breaks(tmp_path, name, text):
                      .replace("Paris.\r", "Paris.,false\r").replace('old."\r', 'old.",true\r').encode())
     labelled = read_user_data(data)
     assert len(labelled.items) == 2 and not labelled.problems, labelled.problems
+
+
+def test_a_large_run_writes_its_report_in_linked_pages(tmp_path, monkeypatch):
+    """A 50,000-answer run wrote one report.html of 212 MB; the report is now pages of PAGE_ANSWERS answers."""
+    from halucheck import reports
+
+    monkeypatch.setattr(reports, "PAGE_ANSWERS", 3)
+    rows = [{"id": f"p{i}", "answer": f"The Louvre is in Paris. It opened in {1790 + i}."} for i in range(1, 8)]
+    src = write_jsonl(tmp_path / "answers.jsonl", rows)
+    out = tmp_path / "out"
+    r = runner.invoke(app, ["run", "-i", str(src), "-o", str(out), "-p", "fake"])
+    assert r.exit_code == 0, r.output
+    assert f"report:  {out / 'report.html'} (page 1 of 3, 3 answers a page: report-2.html ... report-3.html)" in r.stdout
+    pages = [out / n for n in ("report.html", "report-2.html", "report-3.html")]
+    html = [p.read_text() for p in pages]
+    for n, (page, ids) in enumerate(zip(html, (["p1", "p2", "p3"], ["p4", "p5", "p6"], ["p7"])), 1):
+        assert [i for i in (f"p{k}" for k in range(1, 8)) if f"<span>{i}</span>" in page] == ids
+        assert f"page {n} of 3" in page and f'id="item-{3 * n - 2}"' in page
+        assert all(f'href="{name}"' in page for name in ("report.html", "report-2.html", "report-3.html")
+                   if name != pages[n - 1].name)
+        assert ("hallucination rate" in page) == (n == 1)  # the summary is on the first page, the others link to it
+    assert "answers 7–7 of 7" in html[2] and "next →" not in html[2] and "← previous" in html[2]
+    (out / "report-9.html").write_text("my notes")  # not a page halucheck wrote: left alone
+    monkeypatch.setattr(reports, "PAGE_ANSWERS", 5)
+    r = runner.invoke(app, ["report", str(out)])
+    assert r.exit_code == 0, r.output
+    assert (out / "report-2.html").is_file() and not (out / "report-3.html").exists()  # no page of the older report
+    assert (out / "report-9.html").read_text() == "my notes" and "page 1 of 2" in (out / "report.html").read_text()
+    # a page is a file the run writes: an input of that name is refused, as report.html is
+    (out / "report-2.html").write_text(json.dumps(rows[0]) + "\n")
+    r = runner.invoke(app, ["run", "-i", str(out / "report-2.html"), "-o", str(out), "-p", "fake"])
+    assert r.exit_code == 1 and "is the file report-2.html that this run writes" in r.stderr, r.output

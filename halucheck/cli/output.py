@@ -138,4 +138,8 @@ def print_summary(summary: dict, out_dir: Path) -> None:
     elif "wall_s" in s:
         typer.echo(f"  wall time: {s['wall_s']}s")
     typer.echo(f"  results: {out_dir / 'results.jsonl'}")
-    typer.echo(f"  report:  {out_dir / 'report.html'}")
+    from halucheck.reports import PAGE_ANSWERS
+
+    pages = -(-s["items"] // PAGE_ANSWERS) if s.get("items") else 1
+    typer.echo(f"  report:  {out_dir / 'report.html'}" + (f" (page 1 of {pages}, {PAGE_ANSWERS} answers a "
+                                                          f"page: report-2.html ... report-{pages}.html)" if pages > 1 else ""))

@@ -343,8 +343,24 @@ def svg_image(svg: str | None) -> str:
     return "data:image/svg+xml;base64," + base64.b64encode(svg.encode("utf-8", "replace")).decode("ascii")
 
 
-def write_html(out_dir: Path, results: list[ResultJSON], store: "RunStore") -> Path:
-    """Render the self-contained report.html (inline CSS, no network)."""
+PAGE_ANSWERS = 1000
+"""Answers per page of the HTML report: ``report.html`` holds the summary and the first page, ``report-2.html``,
+``report-3.html``, ... the next ones, each linking to every other. A 50,000-answer run wrote one 212 MB page,
+which no browser opens usably; a page of 1,000 answers is a few MB."""
+
+
+def page_name(n: int) -> str:
+    """The file of page ``n`` (1-based) of the HTML report."""
+    return "report.html" if n == 1 else f"report-{n}.html"
+
+
+PAGE_MARK = "<!-- halucheck report page -->"  # the first line after the doctype of every page halucheck writes
+
+
+def write_html(out_dir: Path, results: list[ResultJSON], store: "RunStore", page_answers: int | None = None) -> Path:
+    """Render the self-contained HTML report (inline CSS, no network): ``report.html``, and for a run of more than
+    ``page_answers`` answers one more page per ``page_answers`` (:func:`page_name`). Pages left over from a
+    larger report of the same folder are removed (only files that carry :data:`PAGE_MARK`). Returns the first."""
     import jinja2
 
     env = jinja2.Environment(
@@ -353,9 +369,6 @@ def write_html(out_dir: Path, results: list[ResultJSON], store: "RunStore") -> P
         undefined=jinja2.StrictUndefined,
     )
     summary = summarize(results, store)
-    for r in results:
-        r["_segments"] = highlight(r.get("answer") or "", r["claims"],  # type: ignore[typeddict-unknown-key]
-                                   (r.get("coverage") or {}).get("gaps"))
     root = store.get_meta("corpus")
 
     def relative(source: str) -> str:
@@ -365,14 +378,41 @@ def write_html(out_dir: Path, results: list[ResultJSON], store: "RunStore") -> P
         return source
 
     env.filters["relative"] = relative
-    html = env.get_template("report.html.j2").render(results=results, summary=summary,
-                                                     calibration_svg=svg_image(store.get_meta("calibration_svg")),
-                                                     input=store.get_meta("input") or "")
-    for r in results:
-        r.pop("_segments", None)  # type: ignore[misc]
-    path = Path(out_dir) / "report.html"
-    _write_atomically(path, lambda fh: fh.write(html))
-    return path
+    template = env.get_template("report.html.j2")
+    svg = svg_image(store.get_meta("calibration_svg"))
+    page_answers = page_answers or PAGE_ANSWERS
+    pages = max(1, -(-len(results) // page_answers))
+    for page in range(1, pages + 1):
+        part = results[(page - 1) * page_answers:page * page_answers]
+        for r in part:
+            r["_segments"] = highlight(r.get("answer") or "", r["claims"],  # type: ignore[typeddict-unknown-key]
+                                       (r.get("coverage") or {}).get("gaps"))
+        html = template.render(results=part, summary=summary, calibration_svg=svg, input=store.get_meta("input") or "",
+                               page=page, pages=pages, offset=(page - 1) * page_answers, total=len(results),
+                               page_size=page_answers, page_name=page_name)
+        for r in part:
+            r.pop("_segments", None)  # type: ignore[misc]
+        _write_atomically(Path(out_dir) / page_name(page), lambda fh: fh.write(html))
+    _remove_stale_pages(Path(out_dir), pages)
+    return Path(out_dir) / "report.html"
+
+
+def _remove_stale_pages(out_dir: Path, pages: int) -> None:
+    """Remove ``report-N.html`` for N > ``pages`` that halucheck wrote (they carry :data:`PAGE_MARK`): a report
+    rebuilt with fewer answers must not link on to pages of an older one. Any other file is left alone."""
+    import re
+
+    for path in out_dir.glob("report-*.html"):
+        m = re.fullmatch(r"report-(\d+)\.html", path.name)
+        if not m or int(m.group(1)) <= pages:
+            continue
+        try:
+            with open(path, encoding="utf-8", errors="replace") as fh:
+                ours = PAGE_MARK in fh.read(200)
+            if ours:
+                path.unlink()
+        except OSError:
+            pass  # left as it is: the first page no longer links to it
 
 
 def highlight(answer: str, claims: list[ClaimJSON], gaps: list[dict] | None = None) -> list[dict]:
