@@ -141,5 +141,5 @@ def print_summary(summary: dict, out_dir: Path) -> None:
     from halucheck.reports import PAGE_ANSWERS
 
     pages = -(-s["items"] // PAGE_ANSWERS) if s.get("items") else 1
-    typer.echo(f"  report:  {out_dir / 'report.html'}" + (f" (page 1 of {pages}, {PAGE_ANSWERS} answers a "
-                                                          f"page: report-2.html ... report-{pages}.html)" if pages > 1 else ""))
+    paged = f" (page 1 of {pages}, {PAGE_ANSWERS} answers a page: report-2.html ... report-{pages}.html)"
+    typer.echo(f"  report:  {out_dir / 'report.html'}" + (paged if pages > 1 else ""))
