@@ -74,40 +74,8 @@ Per set (name: source file, unit, evidence, label mapping):
 - ``truthfulqa``: ``truthfulqa/TruthfulQA.csv`` (817 questions, position = data row after the
   header); each ``Correct Answers`` entry -> not hallucinated, each ``Incorrect Answers`` entry ->
   hallucinated; closed-book (only a source URL is shipped, kept in ``meta``). Claim = question + answer.
-- ``summedits``: ``summedits/summedits_<domain>.json`` (8 domains, 4,681 records, files read in alphabetical
-  order); one item per edited summary (the claim), no question; evidence = its document's lines (paragraphs,
-  speaker turns) or, for a document on one line (podcasts, SAMSum chats, most abstracts), its sentences, so
-  that the harness's BM25 selection can pick. ``label: 0`` (inconsistent) -> hallucinated, ``1`` -> not.
-  Each document carries ~30 edits of one seed summary (minimal pairs), so the unit of position and group is
-  the **document**, not the record: position = the document's 0-based index in its file (order of first
-  appearance), counted per file; a document and all its summaries go together, like a response and its
-  claims. ``meta["record"]`` is the record's index in the file; the authors' own ``split`` field is ignored.
-- ``begin``: ``begin/*.tsv`` (WoW dev and test, CMU-DoG dev, TopicalChat dev; files read in alphabetical order,
-  positions counted per file); one item per response, question = the user's message, evidence = the
-  ``knowledge`` passage. ``Not fully attributable`` -> hallucinated, ``Fully attributable`` -> not; the 87
-  ``Generic`` responses are **excluded** (they state nothing checkable, so there is no gold answer).
-- ``faithdial``: ``faithdial/{CTRL,DoHA,GPT2,gold}/*.csv`` (12 files read in alphabetical order of their path,
-  positions counted per file, ids ``faithdial:<model>-<benchmark>:<position>``; the CTRL, DoHA and GPT2 files
-  answer one benchmark's contexts in the same row order, except CTRL's TopicalChat file, so a context's
-  responses mostly share a split); one item per labelled response, question = ``history`` (the previous
-  turn), evidence = the ``knowledge``/``evidence`` passage. Hallucination and Partial Hallucination (in the
-  model files ``entailment,hallucination``) -> hallucinated, as WiCE's partially supported; Entailment ->
-  not, Uncooperative too (it tags an entailed response that ignores the conversation, ``entailment,
-  uncooperative`` in the model files: cooperativeness is not groundedness). **Excluded**: Generic (nothing
-  checkable), unlabelled rows (792 of ``gold/topical.csv``), one labelled empty response and three rows with
-  no knowledge.
-- ``q2``: ``q2/{dodeca,memnet}_{consistent,inconsistent}.csv`` (150 rows each, files read in alphabetical order,
-  positions counted per file); one item per response, question = the user's message, evidence = the one
-  ``knowledge`` sentence; the file name is the label (``inconsistent`` -> hallucinated). ``cross_annotation.csv``
-  (its ``*_label`` 1 = inconsistent, agreeing with the four files on all 600 shared responses) labels 488
-  more responses; they are not part of the Q² benchmark and are not loaded.
-- ``contract-nli``: ``contract-nli/dev.json`` then ``test.json`` (ContractNLI's own splits; positions counted per
-  file, our dev/test split applies inside each); one item per (contract, hypothesis) pair, 17 per contract,
-  split and grouped by the contract's position. Claim = the hypothesis; evidence = the contract's annotated
-  spans (blank ones dropped), ~72 per contract. ``Entailment`` (``true`` in the files) -> not hallucinated;
-  ``Contradiction`` (``false``) and ``NotMentioned`` (``na``) -> hallucinated: by the dataset's own convention
-  a hypothesis the contract does not state is not supported by it. ``meta["label3"]`` keeps the 3-way label,
-  ``meta["gold_spans"]`` the gold spans as indices into ``evidence``.
+- ``summedits``, ``begin``, ``faithdial``, ``q2``, ``contract-nli``: read by
+  :mod:`halucheck.evaluation.grounded_sets` (its docstring has their files, units, evidence and labels).
 
 The dataset folder is ``$HALUCHECK_DATASETS`` if set, else the first ``shared/datasets`` folder found
 walking up from the current directory and from this package's location.
@@ -115,114 +83,24 @@ walking up from the current directory and from this package's location.
 
 from __future__ import annotations
 
-import ast
 import csv
 import json
 import os
-import re
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
 from itertools import islice
 from pathlib import Path
 
 from typing import TYPE_CHECKING
 
-from halucheck.config import env
 from halucheck.errors import InputError
+from halucheck.evaluation.grounded_sets import begin, contract_nli, faithdial, q2, summedits
+from halucheck.evaluation.items import ENV_VAR, EvalItem, _folder, _jsonl, _maybe_literal, dataset_root, split_of
 from halucheck.registry import Registry
 
 if TYPE_CHECKING:
     from halucheck.verifiers.tools.citations.bibliography import Bibliography
 
-ENV_VAR = "HALUCHECK_DATASETS"
 SPLITS = ("dev", "test", "all")
-
-
-@dataclass
-class EvalItem:
-    """One labeled example: the text to verify, its gold label and where it came from.
-
-    ``id`` is stable across runs (``"<dataset>:<position>[:<sub-index>]"``); ``group`` names the
-    response (or source record) it belongs to, so bootstrap resampling and the split keep claims of
-    one response together. ``label`` is True when the text is hallucinated / not factual.
-    """
-
-    id: str
-    dataset: str
-    claim: str
-    label: bool
-    group: str
-    position: int
-    question: str | None = None
-    answer: str | None = None
-    response: str | None = None
-    evidence: list[str] = field(default_factory=list)
-    meta: dict = field(default_factory=dict)
-
-    @property
-    def split(self) -> str:
-        """``"test"`` or ``"dev"`` by the SPLITS.md rule on the record's position."""
-        return split_of(self.position)
-
-
-def split_of(position: int) -> str:
-    """The SPLITS.md rule: 0-based position % 5 == 4 -> test, else dev."""
-    return "test" if position % 5 == 4 else "dev"
-
-
-# ---------------------------------------------------------------- locating the data
-
-
-def _candidates() -> Iterator[Path]:
-    seen: set[Path] = set()
-    for start in (Path.cwd(), Path(__file__).resolve().parent):
-        for d in (start, *start.parents):
-            if d not in seen:
-                seen.add(d)
-                yield d / "shared" / "datasets"
-
-
-def dataset_root(root: str | os.PathLike | None = None) -> Path:
-    """The folder holding the dataset sub-folders (``factool/``, ``wice/``, ...).
-
-    Order: the ``root`` argument, ``$HALUCHECK_DATASETS``, then the first ``shared/datasets`` found
-    walking up from the working directory and from the installed package.
-    Raises :class:`InputError` when none exists.
-    """
-    explicit = root if root is not None else env(ENV_VAR)
-    if explicit:
-        p = Path(explicit).expanduser()
-        if not p.is_dir():
-            raise InputError(f"dataset folder {p} does not exist; set ${ENV_VAR} to the folder holding factool/, wice/, halueval/, ...")
-        return p
-    for p in _candidates():
-        if p.is_dir():
-            return p
-    raise InputError(
-        f"dataset folder not found: no shared/datasets above {Path.cwd()}; set ${ENV_VAR} to the folder holding factool/, wice/, halueval/, ..."
-    )
-
-
-def _folder(root: Path, sub: str) -> Path:
-    p = root / sub
-    if not p.is_dir():
-        raise InputError(f"dataset folder {p} is missing; copy it there or set ${ENV_VAR} to a folder that has {sub}/")
-    return p
-
-
-def _jsonl(path: Path) -> list[dict]:
-    with open(path, encoding="utf-8") as fh:
-        return [json.loads(line) for line in fh if line.strip()]
-
-
-def _maybe_literal(value):
-    # Some upstream files store lists/dicts as Python-repr strings.
-    if isinstance(value, str):
-        try:
-            return ast.literal_eval(value)
-        except (ValueError, SyntaxError):
-            return value
-    return value
 
 
 def _words(text: str) -> int:
@@ -528,176 +406,6 @@ def _truthfulqa(root: Path) -> Iterator[EvalItem]:
                 )
 
 
-
-def _files(root: Path, sub: str, pattern: str) -> list[Path]:
-    """The files of ``sub/`` that match ``pattern``, in alphabetical order of their path in it (each file's
-    positions are counted apart)."""
-    folder = _folder(root, sub)
-    paths = sorted(folder.glob(pattern), key=lambda p: p.relative_to(folder).as_posix())
-    if not paths:
-        raise InputError(f"no {pattern} in {folder}; copy the set's files there or set ${ENV_VAR} to a folder that has {sub}/{pattern}")
-    return paths
-
-
-def _doc_passages(text: str) -> list[str]:
-    """A long document as passages for the harness's evidence selection: its lines (paragraphs, speaker turns)
-    where it has line breaks, else its sentences; a piece without a letter or digit (the " . " between chat
-    turns) is dropped."""
-    from halucheck.text import sentences
-
-    lines = [line.strip() for line in text.splitlines() if line.strip()]
-    parts = lines if len(lines) > 1 else sentences(text, line_breaks=False)
-    return [p for p in parts if any(ch.isalnum() for ch in p)]
-
-
-def _summedits(root: Path) -> Iterator[EvalItem]:
-    for path in _files(root, "summedits", "summedits_*.json"):
-        domain = path.stem.removeprefix("summedits_")
-        with open(path, encoding="utf-8") as fh:
-            records = json.load(fh)
-        docs: dict[str, int] = {}  # document text -> its position: the order in which the file first gives it
-        passages: dict[int, list[str]] = {}
-        for rec, r in enumerate(records):
-            if str(r["label"]) not in ("0", "1"):
-                continue
-            pos = docs.setdefault(r["doc"], len(docs))
-            if pos not in passages:
-                passages[pos] = _doc_passages(r["doc"])
-            yield EvalItem(
-                id=f"summedits:{domain}:{pos}:{rec}",
-                dataset="summedits",
-                claim=r["summary"],
-                label=str(r["label"]) == "0",
-                group=f"summedits:{domain}:{pos}",
-                position=pos,
-                evidence=list(passages[pos]),
-                meta={"domain": domain, "record": rec, "summedits_id": r["id"],
-                      "edit_types": _maybe_literal(r.get("edit_types", "[]")), "original_summary": r.get("original_summary")},
-            )
-
-
-_BEGIN_LABELS = {"Fully attributable": False, "Not fully attributable": True}  # "Generic": excluded
-
-
-def _begin(root: Path) -> Iterator[EvalItem]:
-    for path in _files(root, "begin", "*.tsv"):
-        part = path.stem.split("_begin_")[-1]  # dev_cmu, dev_tc, dev_wow, test_wow
-        with open(path, encoding="utf-8", newline="") as fh:
-            for pos, r in enumerate(csv.DictReader(fh, delimiter="\t", quoting=csv.QUOTE_NONE)):
-                label = _BEGIN_LABELS.get((r.get("begin_label") or "").strip())
-                response, knowledge = (r.get("response") or "").strip(), (r.get("knowledge") or "").strip()
-                if label is None or not response or not knowledge:
-                    continue
-                yield EvalItem(
-                    id=f"begin:{part}:{pos}",
-                    dataset="begin",
-                    claim=response,
-                    label=label,
-                    group=f"begin:{part}:{pos}",
-                    position=pos,
-                    question=r["message"].strip() or None,
-                    response=response,
-                    evidence=[knowledge],
-                    meta={"part": part, "benchmark": r["data_source"], "model": r["model_name"], "begin_label": r["begin_label"]},
-                )
-
-
-def _faithdial_label(tag: str) -> bool | None:
-    """A FaithDial BEGIN cell -> hallucinated: True for any hallucination tag (Hallucination, Partial Hallucination,
-    "entailment,hallucination"), False for entailment (with or without "uncooperative"; "entailmentt" too), None
-    for Generic or an empty cell."""
-    words = re.findall(r"[a-z]+", tag.lower())
-    if any(w.startswith("hallucinat") for w in words):
-        return True
-    if any(w.startswith(("entail", "uncooperat")) for w in words):
-        return False
-    return None
-
-
-def _faithdial(root: Path) -> Iterator[EvalItem]:
-    for path in _files(root, "faithdial", "*/*.csv"):
-        model = path.parent.name.lower()  # gold, ctrl, doha, gpt2
-        bench = path.stem.rsplit("_", 1)[-1]
-        part = f"{model}-{'topical' if bench.startswith('topical') else bench}"
-        with open(path, encoding="utf-8", newline="") as fh:
-            for pos, r in enumerate(csv.DictReader(fh)):
-                tag = (r.get("BEGIN") if "BEGIN" in r else r.get("begin_label")) or ""
-                label = _faithdial_label(tag)
-                response = ((r.get("response") if "response" in r else r.get(model)) or "").strip()
-                knowledge = ((r.get("knowledge") if "knowledge" in r else r.get("evidence")) or "").strip()
-                if label is None or not response or not knowledge:
-                    continue
-                history = (r.get("history") or "").strip()
-                yield EvalItem(
-                    id=f"faithdial:{part}:{pos}",
-                    dataset="faithdial",
-                    claim=response,
-                    label=label,
-                    group=f"faithdial:{part}:{pos}",
-                    position=pos,
-                    question=history if history not in ("", "[]") else None,
-                    response=response,
-                    evidence=[knowledge],
-                    meta={"part": part, "model": model, "begin_label": tag.strip(),
-                          "vrm": ((r.get("VRM") if "VRM" in r else r.get("vrm_label")) or "").strip()},
-                )
-
-
-def _q2(root: Path) -> Iterator[EvalItem]:
-    for path in _files(root, "q2", "*_*consistent.csv"):  # not cross_annotation.csv
-        model, kind = path.stem.split("_", 1)
-        with open(path, encoding="utf-8", newline="") as fh:
-            for pos, r in enumerate(csv.DictReader(fh)):
-                yield EvalItem(
-                    id=f"q2:{path.stem}:{pos}",
-                    dataset="q2",
-                    claim=r["response"].strip(),
-                    label=kind == "inconsistent",
-                    group=f"q2:{path.stem}:{pos}",
-                    position=pos,
-                    question=r["message"].strip() or None,
-                    response=r["response"].strip(),
-                    evidence=[r["knowledge"].strip()],
-                    meta={"model": model, "topic": r["topic"], "episode_idx": int(r["episode_idx"]),
-                          "round": int(r["round"]), "human_reply": r["gold"]},
-                )
-
-
-# ContractNLI's choices as the files spell them (true/false/na) and as its paper does
-_CONTRACT_NLI = {"true": "Entailment", "false": "Contradiction", "na": "NotMentioned"}
-
-
-def _contract_nli(root: Path) -> Iterator[EvalItem]:
-    for path in _files(root, "contract-nli", "*.json"):  # dev.json, test.json: ContractNLI's own splits, not ours
-        part = path.stem
-        with open(path, encoding="utf-8") as fh:
-            data = json.load(fh)
-        hypotheses = data["labels"]
-        for pos, doc in enumerate(data["documents"]):
-            spans = [(i, doc["text"][a:b].strip()) for i, (a, b) in enumerate(doc["spans"])]
-            spans = [(i, t) for i, t in spans if t]  # some spans are blank
-            shown = {i: j for j, (i, _) in enumerate(spans)}  # span index -> evidence index
-            evidence = [t for _, t in spans]
-            annotations = doc["annotation_sets"][0]["annotations"]
-            for key in sorted(annotations, key=lambda k: int(k.rsplit("-", 1)[-1])):  # nda-1 ... nda-20
-                a = annotations[key]
-                choice = _CONTRACT_NLI.get(a["choice"], a["choice"])
-                if choice not in ("Entailment", "Contradiction", "NotMentioned"):
-                    continue
-                yield EvalItem(
-                    id=f"contract-nli:{part}:{pos}:{key}",
-                    dataset="contract-nli",
-                    claim=hypotheses[key]["hypothesis"],
-                    label=choice != "Entailment",
-                    group=f"contract-nli:{part}:{pos}",
-                    position=pos,
-                    evidence=list(evidence),
-                    meta={"part": part, "document_id": doc["id"], "file_name": doc["file_name"].strip(),
-                          "hypothesis_id": key, "short_description": hypotheses[key]["short_description"],
-                          "label3": choice, "gold_spans": [shown[i] for i in a["spans"] if i in shown]},
-                )
-
-
 DATASETS: Registry[Callable[[Path], Iterator[EvalItem]]] = Registry("dataset", InputError)
 DATASETS.register("factool-qa", _factool_claims)
 DATASETS.register("factool-qa-response", _factool_responses("knowledge_qa.jsonl", "factool-qa-response", _qa_response_meta))
@@ -714,11 +422,11 @@ DATASETS.register("halueval-qa-cleaned", _halueval_qa("qa_data_cleaned_en_5586.j
 DATASETS.register("halueval-general", _halueval_general)
 DATASETS.register("halueval2", _halueval2)
 DATASETS.register("truthfulqa", _truthfulqa)
-DATASETS.register("summedits", _summedits)
-DATASETS.register("begin", _begin)
-DATASETS.register("faithdial", _faithdial)
-DATASETS.register("q2", _q2)
-DATASETS.register("contract-nli", _contract_nli)
+DATASETS.register("summedits", summedits)
+DATASETS.register("begin", begin)
+DATASETS.register("faithdial", faithdial)
+DATASETS.register("q2", q2)
+DATASETS.register("contract-nli", contract_nli)
 """Dataset name -> loader yielding every item of the set in file order (no split applied)."""
 
 BIBLIOGRAPHIES: dict[str, Callable[[Path], "Bibliography"]] = {

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Callable, Sequence
 import numpy as np
 
 from halucheck.errors import InputError
-from halucheck.evaluation.datasets import _folder, _jsonl, _maybe_literal, dataset_root, split_of
+from halucheck.evaluation.items import _folder, _jsonl, _maybe_literal, dataset_root, split_of
 from halucheck.evaluation.metrics import N_BOOT, bootstrap_indices, percentile_ci
 
 if TYPE_CHECKING:

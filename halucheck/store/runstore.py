@@ -15,16 +15,17 @@ Schema changes are named, ordered migrations (``MIGRATIONS`` in :mod:`halucheck.
 from __future__ import annotations
 
 import json
-import re
 import threading
 import time
 import uuid
 from pathlib import Path
 from typing import Iterable, Sequence
 
-from halucheck.store import migrations
-from halucheck.errors import DiskError, HalucheckError, disk_problem
+from halucheck.errors import disk_problem
 from halucheck.records import Evidence, Turn, Verdict
+from halucheck.store import migrations
+from halucheck.store.errors import (RunStoreDiskError, RunStoreError, could_be_duckdb, damaged, disk_failure,
+                                    first_line, foreign, in_use, in_use_error, is_damage)
 from halucheck.store.schema import (CACHE_COLUMNS, MIGRATIONS, MIGRATIONS_TABLE, SHARD_ROWS, TURN_COLUMNS,
                                     VERDICT_COLUMNS, Rows)
 
@@ -34,43 +35,6 @@ ONCE = "once"  # marks a _tx statement executed once with list parameters (not e
 
 # errors written by the claims stage for an item; replaced when the item is tried again
 ITEM_STAGES = ("filter", "extract", "claims-warning")
-
-
-class RunStoreError(HalucheckError):
-    """The run database cannot be used: in use by another process, or damaged."""
-
-
-class RunStoreDiskError(RunStoreError, DiskError):
-    """The run database cannot be written: its disk is full or its folder read-only."""
-
-
-def _first_line(exc: BaseException) -> str:
-    return (str(exc).splitlines() or [type(exc).__name__])[0]
-
-
-def _in_use(exc: BaseException) -> bool:
-    """DuckDB's words for a file another process holds (a path may well contain the word "lock")."""
-    return "Could not set lock" in str(exc) or "Conflicting lock" in str(exc)
-
-
-def _could_be_duckdb(path: Path) -> bool:
-    """Whether ``path`` may be a DuckDB file, perhaps damaged: empty, DuckDB's magic bytes at offset 8, or a
-    head overwritten with zeros. Anything else (text, SQLite, ...) is someone else's file."""
-    try:
-        with open(path, "rb") as fh:
-            head = fh.read(4096)
-    except OSError:
-        return True  # the open that failed says why
-    return not head or head[8:12] == b"DUCK" or not head.strip(b"\0")
-
-
-def _is_damage(exc: BaseException) -> bool:
-    """DuckDB's signs of a truncated or overwritten file (as opposed to a mistake in our own SQL)."""
-    import duckdb
-
-    text = str(exc)
-    return isinstance(exc, duckdb.IOException) or any(
-        s in text for s in ("Corrupt database", "checksum", "not a valid DuckDB", "Could not read enough bytes"))
 
 
 class RunStore:
@@ -106,20 +70,15 @@ class RunStore:
         except duckdb.Error as exc:
             if disk_problem(exc):
                 raise self._failure(exc) from None
-            if _in_use(exc):
-                pid = re.search(r"PID (\d+)", str(exc))
-                raise RunStoreError(
-                    f"run database {self.path} is in use by another halucheck process"
-                    f"{f' (PID {pid.group(1)})' if pid else ''}; wait for it to finish or stop it, "
-                    "then run again (a run in progress is never discarded, not even by --restart)"
-                ) from None
-            if not _could_be_duckdb(self.path):
-                raise self._foreign(f"it is not a DuckDB file ({_first_line(exc)})") from None
-            if restart and _is_damage(exc):  # nothing of a damaged file is kept by a restart anyway
+            if in_use(exc):
+                raise in_use_error(self.path, exc) from None
+            if not could_be_duckdb(self.path):
+                raise foreign(self.path, f"it is not a DuckDB file ({first_line(exc)})") from None
+            if restart and is_damage(exc):  # nothing of a damaged file is kept by a restart anyway
                 self._remove_files()
                 self.con = duckdb.connect(str(self.path))
             else:
-                raise self._damaged(exc) from None
+                raise damaged(self.path, exc) from None
         try:
             self._check_made_by_halucheck()
             if restart:
@@ -129,12 +88,12 @@ class RunStore:
             self.con.close()
             if disk_problem(exc):
                 raise self._failure(exc) from None
-            if restart and _is_damage(exc):
+            if restart and is_damage(exc):
                 self._remove_files()
                 self.con = duckdb.connect(str(self.path))
                 self._migrate()
             else:
-                raise self._damaged(exc) from None
+                raise damaged(self.path, exc) from None
 
     def _open_read_only(self) -> None:
         import duckdb
@@ -143,10 +102,10 @@ class RunStore:
             self.con = duckdb.connect(str(self.path), read_only=True)
             done = migrations.recorded(self.con, MIGRATIONS_TABLE)
         except duckdb.Error as exc:
-            if _in_use(exc):
+            if in_use(exc):
                 raise RunStoreError(f"run database {self.path} is in use by another halucheck process; wait for "
                                     "it to finish, then run again") from None
-            raise self._damaged(exc) from None
+            raise damaged(self.path, exc) from None
         if done is None or any(name not in done for name, _ in MIGRATIONS):
             self.con.close()
             raise RunStoreDiskError(
@@ -176,41 +135,16 @@ class RunStore:
             return
         shown = ", ".join(tables[:5]) + (f" and {len(tables) - 5} more" if len(tables) > 5 else "")
         self.con.close()
-        raise self._foreign(f"it holds tables halucheck did not make: {shown}")
-
-    def _foreign(self, why: str) -> RunStoreError:
-        return RunStoreError(
-            f"{self.path} is not a run database halucheck made ({why}); halucheck writes nothing into it and "
-            f"--restart does not empty it: choose another --out, or keep that file under another name")
-
-    def _damaged(self, exc: BaseException) -> RunStoreError:
-        return RunStoreError(
-            f"run database {self.path} is damaged or not a run database ({_first_line(exc)}); "
-            "run again with --restart to start this run over, or use another --out"
-        )
+        raise foreign(self.path, f"it holds tables halucheck did not make: {shown}")
 
     def _failure(self, exc: BaseException) -> BaseException:
-        """The one-line error for ``exc``: the disk full or read-only, the file damaged; else ``exc``."""
-        problem = disk_problem(exc)
-        folder = self.path.parent
-        if problem is not None:
-            self._failed = True
-        if problem == "full":
-            return RunStoreDiskError(
-                f"no space left on the disk of {self.path} ({_first_line(exc)}); free some space, then run the "
-                "same command again: the run resumes where it stopped, with everything written so far")
-        if problem == "read-only" and not folder.is_dir():
-            return RunStoreDiskError(f"cannot make the run folder {folder} ({_first_line(exc)}): the folder it goes "
-                                     "in is read-only; choose a writable --out")
-        if problem == "read-only":
-            keep = f" (a copy of {folder} there resumes the run in it)" if self.path.is_file() else ""
-            return RunStoreDiskError(
-                f"run database {self.path} cannot be written ({_first_line(exc)}): {folder} is read-only; make "
-                f"it writable and run the same command again, or choose a writable --out{keep}")
-        if _is_damage(exc):
-            self._failed = True
-            return self._damaged(exc)
-        return exc
+        """The one-line error for ``exc``: the disk full or read-only, the file damaged (after which nothing
+        more is written); else ``exc``."""
+        failure = disk_failure(self.path, exc) or (damaged(self.path, exc) if is_damage(exc) else None)
+        if failure is None:
+            return exc
+        self._failed = True
+        return failure
 
     def _remove_files(self) -> None:
         for p in (self.path, Path(str(self.path) + ".wal")):
