@@ -127,7 +127,7 @@ def test_one_generate_per_step_with_every_claims_requests():
     assert [who(r)[:2] for r in eng.requests[6:8]] == [(0, "not factual"), (0, "factual")]
     assert not any(line in r.messages[-1]["content"] for r in eng.requests[6:8] for line in PERSONAS)
     # every prompt shows the evidence as the other verifiers do (verifiers.yaml's shared block)
-    assert all("[evidences]:\n[1] \"Paris is the capital of France.\"" in r.messages[-1]["content"] for r in eng.requests)
+    assert all("[evidences]:\n[1] Paris is the capital of France.\n" in r.messages[-1]["content"] for r in eng.requests)
     # each step's calls of a claim share a prefix group (an engine keeping prompt prefixes computes the
     # shared start once), released when the step is over
     group = {(who(r)[0], who(r)[2]): r.prefix_group for r in eng.requests}
@@ -147,12 +147,12 @@ def test_stances_arguments_and_counts_reach_the_revisions():
     revise = {who(r)[:2]: r for r in eng.requests if who(r)[2] in ("revise", "consensus")}
     dissenter = revise[(0, 2)].messages[-1]["content"]
     # the lone "factual" agent is told the opposing stance's argument, its own, and the head count
-    assert 'The argument from the opposing side is: "Passage 1 contradicts the city."' in dissenter
-    assert 'The argument supporting your original answer is: "Passage 1 backs the country."' in dissenter
+    assert 'The argument from the opposing side is: Passage 1 contradicts the city.\n' in dissenter
+    assert 'The argument supporting your original answer is: Passage 1 backs the country.\n' in dissenter
     assert "2 of the 3 deliberators disagree with you" in dissenter and "no other deliberator agrees" in dissenter
     assert "Your original answer was: the text is factual, with a confidence of 80 %" in dissenter
     majority = revise[(0, 1)].messages[-1]["content"]
-    assert 'The argument from the opposing side is: "Passage 1 backs the country."' in majority
+    assert 'The argument from the opposing side is: Passage 1 backs the country.\n' in majority
     assert "1 of the 3 deliberators disagree" in majority and "1 other deliberator also agrees" in majority
     assert revise[(0, 0)].schema == RevisionReply.model_json_schema()
     # the consensus claim: no arguments, the agents are told everyone agreed
@@ -221,7 +221,7 @@ def test_a_failed_argument_is_replaced_by_its_arguers_first_reasoning():
     eng = Script(t)
     split, _ = get_verifier("collab-cal").verify(checks(2), pool_with(eng))
     majority = next(r for r in eng.requests if who(r)[:3] == (0, 0, "revise")).messages[-1]["content"]
-    assert 'The argument from the opposing side is: "Looks right."' in majority  # agent 2's S0 reasoning
+    assert 'The argument from the opposing side is: Looks right.\n' in majority  # agent 2's S0 reasoning
     s1 = [t for t in split.chain if t.state == "S1"]
     assert [(t.factuality, t.error is None) for t in s1] == [(False, True), (None, False)]
     assert split.p_hallucinated == pytest.approx((0.9 + 0.8 + 0.6) / 3)

@@ -68,8 +68,8 @@ def test_the_first_agent_is_selfcheck_with_question_and_answer_as_their_own_fiel
     selfcheck = SelfCheck().request(Check(claim, tuple(EVIDENCE)), None)
     first = engine.requests[0]
     assert first.key() == selfcheck.key()  # the same request: replies are shared with -v selfcheck
-    assert '[question]: "What is the capital of France?"' in first.messages[-1]["content"]
-    assert '[answer]: "Paris."' in first.messages[-1]["content"]
+    assert "[question]: What is the capital of France?\n" in first.messages[-1]["content"]
+    assert "[answer]: Paris.\n" in first.messages[-1]["content"]
     assert list(first.schema["properties"]) == ["reasoning", "factuality"]  # reasons, then decides
 
 

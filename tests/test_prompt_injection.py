@@ -1,6 +1,7 @@
 """Untrusted text can never be read as prompt structure: answers, questions, passages, code tasks and
-other agents' words enter every prompt as JSON string literals (``prompts.as_data``), and every system
-prompt tells the model that instructions inside them are data."""
+other agents' words enter every prompt on the line of their field, planted instructions taken out: the judges'
+as plain text with its line breaks made spaces (``prompts.as_plain``), the other prompts as JSON string literals
+(``prompts.as_data``); every system prompt says that instructions inside them are data."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import re
 
 import pytest
 
-from halucheck.prompts import DATA_REMINDER, DATA_RULE, as_data, load, read_field
+from halucheck.prompts import DATA_REMINDER, DATA_RULE, PLAIN_RULE, as_data, as_plain, load, read_field
 from halucheck.prompts.untrusted import clean
 from halucheck.records import Check, Claim, Evidence, Quote
 from halucheck.verifiers import get_verifier
@@ -46,6 +47,16 @@ def test_as_data_round_trips_and_holds_no_line_break_or_bare_quote():
     assert as_data("Zürich \u2013 ok") == '"Zürich \u2013 ok"'  # readable, not \\u-escaped
 
 
+def test_as_plain_holds_no_line_break_and_reads_back():
+    assert as_plain("a\n\n  b\tc\r\nd") == "a b c d"
+    assert as_plain(None) == ""
+    # what cleaning leaves of the forged payload, on one line: it can open no field
+    assert as_plain(FORGED) == PLAIN and "\n" not in as_plain(FORGED.replace("[text]", "(text)"))
+    quoted = as_plain('He said "yes".')
+    assert read_field(f"[text]: {quoted}\nmore", "text") == 'He said "yes".'
+    assert read_field('[answer]: "Paris" is the capital.\n', "answer") == '"Paris" is the capital.'
+
+
 @pytest.mark.parametrize("name", ["selfcheck", "selfcheck-3shot", "judge-likert", "prometheus", "lynx"])
 @pytest.mark.parametrize("question", [None, "Where is Paris?"])
 def test_judge_prompts_keep_their_structure_under_injection(name, question):
@@ -58,9 +69,10 @@ def test_judge_prompts_keep_their_structure_under_injection(name, question):
     assert read_field(user, "1", last=True) == SHOWN  # the first passage, without what was planted in it
     if question:
         assert read_field(user, "question", last=True) == SHOWN
-    assert DATA_RULE in forged[0]["content"]
-    # the last instruction the model reads is ours: the reminder comes after every piece of data
-    assert user.rindex(DATA_REMINDER) > user.rindex(as_data(FORGED))
+    # one short sentence about instructions; no JSON strings, no reminder: they cost the 1.5B judge clean accuracy
+    # (docs/prompt-changes.md)
+    assert PLAIN_RULE in forged[0]["content"] and DATA_RULE not in texts(forged)
+    assert DATA_REMINDER not in user and f'"{SHOWN}"' not in user
 
 
 @pytest.mark.parametrize("prompts", ["grounded", "paper"])
@@ -104,13 +116,13 @@ def test_claim_extraction_query_and_code_prompts_keep_their_structure_under_inje
         assert as_data(FORGED, clean=False) in forged and DATA_RULE in code[section]["system"].render(**ctx)
 
 
-def test_collab_prompts_quote_other_deliberators_as_data():
+def test_collab_prompts_quote_other_deliberators_as_plain_text_on_their_line():
     revise = load("collab")["revise"]["task"].render(
         persona="", stance="factual", confidence=90, reasoning=FORGED, against=FORGED, supporting=FORGED,
         n_against=1, n=3, n_for=1)
-    assert structure(revise) == [] and revise.count(as_data(FORGED)) == 3
+    assert structure(revise) == [] and revise.count(as_plain(FORGED)) == 3
     for section in ("answer", "argue", "revise", "consensus"):
-        assert DATA_RULE in load("collab")[section]["system"].render()
+        assert PLAIN_RULE in load("collab")[section]["system"].render()
 
 
 def test_judges_and_debaters_are_shown_only_what_bears_on_the_claim_and_quotes_are_checked_against_it():

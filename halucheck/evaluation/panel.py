@@ -5,7 +5,10 @@ Every change to a prompt, a template, an evidence filter or a decoding control i
 worse, and that cost is invisible on the injection sets that motivate it.
 
 The panel is a list of item ids (``scripts/panel/v<N>.ids``), not data: the items are read from the named sets
-(:mod:`halucheck.evaluation.datasets`, dev split only), so nothing from the datasets is committed. It is made by
+(:mod:`halucheck.evaluation.datasets`, dev split only), so nothing from the datasets is committed. Beside them, the
+``simple`` set (``scripts/panel/simple-v1.jsonl``, written for the panel, blind to the prompts): 48 claims about
+well-known facts, each with a 2-3 sentence context that settles it, half with one wrong detail (a place, a number,
+a person, a direction, an added detail, a role) -- the easy case a judge must not get wrong. It is made by
 :func:`select`, a rule with no randomness but a hash of each id: per set, ``per_class`` hallucinated and
 ``per_class`` supported items, at most one item per group (a HaluEval-QA row gives its right *or* its wrong
 answer, never both), and only items whose evidence as shown (:func:`~halucheck.evaluation.harness.select_evidence`)
@@ -78,8 +81,28 @@ def read_ids(version: int = VERSION) -> list[str]:
             if line.strip() and not line.startswith("#")]
 
 
+SIMPLE = "simple"
+
+
+def simple_file(version: int = VERSION) -> Path:
+    return HERE / f"simple-v{version}.jsonl"
+
+
+def load_simple(version: int = VERSION) -> list[EvalItem]:
+    """The ``simple`` set's items (an eval ``--data`` file, every line usable), as the panel's ninth set."""
+    from dataclasses import replace
+
+    from halucheck.evaluation.userdata import read_user_data
+
+    data = read_user_data(simple_file(version))
+    if data.problems or not data.items:
+        raise InputError(f"{simple_file(version)}: {data.problems[0] if data.problems else 'no items'}")
+    return [replace(it, dataset=SIMPLE) for it in data.items]
+
+
 def load_panel(version: int = VERSION) -> list[EvalItem]:
-    """The panel's items, in the ids file's order; an id no set yields any more is an error (a loader changed)."""
+    """The panel's items: the ids file's, in its order, then the ``simple`` set's; an id no set yields any more is
+    an error (a loader changed)."""
     ids = read_ids(version)
     wanted = set(ids)
     by_id: dict[str, EvalItem] = {}
@@ -91,7 +114,7 @@ def load_panel(version: int = VERSION) -> list[EvalItem]:
     if missing:
         raise InputError(f"panel v{version}: {len(missing)} ids are no longer yielded by their sets (first: {missing[0]}); "
                          "a loader changed what it yields: make a new panel version, do not edit this one")
-    return [by_id[i] for i in ids]
+    return [by_id[i] for i in ids] + load_simple(version)
 
 
 @dataclass(frozen=True)
@@ -118,21 +141,23 @@ METRICS = {"balanced_accuracy": balanced_accuracy, "auroc": auroc}
 def paired(a: Mapping[str, Mapping], b: Mapping[str, Mapping], ids: Sequence[str], n_boot: int = N_BOOT,
            seed: int = SEED) -> dict[str, dict[str, Difference]]:
     """Per set (and ``"all"``: every item pooled; ``"mean"``: the mean of the sets' figures), each metric of
-    prediction rows ``a`` and ``b`` (``predictions.jsonl`` rows keyed by id) with the paired bootstrap interval
+    prediction rows ``a`` and ``b`` (``predictions.jsonl`` rows keyed by id; labels and groups are read from
+    ``a``, or from ``b`` when ``a`` is a stored baseline, which keeps none) with the paired bootstrap interval
     of a - b. An item either run left undecided counts as a wrong verdict with score 0.5 in that run: a change
     that makes replies fail must cost, not vanish from the count."""
-    sets = list(dict.fromkeys(a[i]["dataset"] for i in ids))
-    y = np.array([bool(a[i]["label"]) for i in ids])
+    labelled = a if all("label" in a[i] for i in ids) else b  # a stored baseline keeps no labels
+    sets = list(dict.fromkeys(labelled[i]["dataset"] for i in ids))
+    y = np.array([bool(labelled[i]["label"]) for i in ids])
 
     def arrays(rows):
-        pred = np.array([(not rows[i]["label"]) if rows[i].get("prediction") is None else bool(rows[i]["prediction"])
-                         for i in ids])
+        pred = np.array([not y[k] if rows[i].get("prediction") is None else bool(rows[i]["prediction"])
+                         for k, i in enumerate(ids)])
         score = np.array([0.5 if rows[i].get("score") is None else float(rows[i]["score"]) for i in ids])
         return pred, score
 
     (pa, sa), (pb, sb) = arrays(a), arrays(b)
-    groups = [a[i].get("group") or i for i in ids]
-    members = {s: np.array([k for k, i in enumerate(ids) if a[i]["dataset"] == s]) for s in sets}
+    groups = [labelled[i].get("group") or i for i in ids]
+    members = {s: np.array([k for k, i in enumerate(ids) if labelled[i]["dataset"] == s]) for s in sets}
     resamples = bootstrap_indices(len(ids), groups, n_boot=n_boot, seed=seed)
 
     def figure(fn, k):
@@ -170,5 +195,5 @@ def table(result: Mapping[str, Mapping[str, Difference]], a: str, b: str) -> str
     return "\n".join(lines)
 
 
-__all__ = ["Difference", "MAX_CHARS", "PER_CLASS", "SETS", "VERSION", "ids_file", "load_panel", "paired", "read_ids",
-           "select", "table"]
+__all__ = ["Difference", "MAX_CHARS", "PER_CLASS", "SETS", "SIMPLE", "VERSION", "ids_file", "load_panel", "load_simple",
+           "paired", "read_ids", "select", "simple_file", "table"]
