@@ -95,6 +95,31 @@ def _compare(a: Path, b: Path, n_boot: int) -> None:
     print(panel.table(panel.paired(ra, rb, ids, n_boot=n_boot), "A", "B"))
 
 
+def _summary(runs: list[Path]) -> None:
+    import numpy as np
+
+    sets = list(dict.fromkeys(r["dataset"] for run in runs for r in _rows(run).values()))
+    print("| run | switches | items | BalAcc all | AUROC all | " + " | ".join(f"{s} BalAcc" for s in sets) + " |")
+    print("|---|---|---|---|---|" + "---|" * len(sets))
+    for run in runs:
+        rows = list(_rows(run).values())
+        switches = run / "switches.json"
+        sw = json.loads(switches.read_text()) if switches.is_file() else {}
+        said = " ".join([*(f"+{w}" for w in sw.get("with", [])), *(f"-{w}" for w in sw.get("without", []))]) or "as shipped"
+
+        def figures(rs):
+            y = np.array([bool(r["label"]) for r in rs])
+            p = np.array([(not r["label"]) if r.get("prediction") is None else bool(r["prediction"]) for r in rs])
+            q = np.array([0.5 if r.get("score") is None else float(r["score"]) for r in rs])
+            return {k: fn(y, p, q) for k, fn in panel.METRICS.items()}
+
+        every = figures(rows)
+        per = [figures([r for r in rows if r["dataset"] == s]) if any(r["dataset"] == s for r in rows) else None
+               for s in sets]
+        print(f"| {run.name} | {said} | {len(rows)} | {every['balanced_accuracy']:.3f} | {every['auroc']:.3f} | "
+              + " | ".join("–" if f is None else f"{f['balanced_accuracy']:.3f}" for f in per) + " |")
+
+
 def _baseline(path: Path) -> dict[str, dict]:
     if not path.is_file():
         sys.exit(f"{path} not found: store one with `python scripts/clean_panel.py store-baseline NAME`")
@@ -120,6 +145,8 @@ def main() -> None:
     c.add_argument("a")
     c.add_argument("b")
     c.add_argument("--n-boot", type=int, default=1000)
+    m = sub.add_parser("summary", help="one row per run: its switches, BalAcc and AUROC over all, per set mean")
+    m.add_argument("runs", nargs="+")
     k = sub.add_parser("store-baseline", help="keep a run's verdicts as the baseline file")
     k.add_argument("name")
     args = ap.parse_args()
@@ -144,6 +171,9 @@ def main() -> None:
         return
     if args.cmd == "compare":
         _compare(_path(args.a), _path(args.b), args.n_boot)
+        return
+    if args.cmd == "summary":
+        _summary([_path(r) for r in args.runs])
         return
     if args.cmd == "store-baseline":
         rows = _rows(RUNS / args.name)
