@@ -16,9 +16,9 @@ _ENV = jinja2.Environment(undefined=jinja2.StrictUndefined, keep_trailing_newlin
 # through a filter that takes planted instructions out (:func:`halucheck.prompts.untrusted.clean`) and keeps it on
 # the line of its field label, so whatever it holds ("\n[text]: ...", "[evidences]:") cannot start a field:
 #
-# - `plain` (the judges of verifiers.yaml): plain text with its line breaks made spaces. A 1.5B judge reads an
-#   escaped JSON string under a system prompt about untrusted data much worse than plain text (docs/prompt-changes.md:
-#   measured on the clean panel), so the judges get plain text and one short sentence, `plain_rule`;
+# - `plain` (the judges of verifiers.yaml, and collab.yaml): plain text with its line breaks made spaces. A 1.5B
+#   judge reads an escaped JSON string worse than the same words in plain text (docs/prompt-changes.md: measured on
+#   the clean panel), so the judges get plain text and one short sentence, `plain_rule`;
 # - `data` (the other prompts): a JSON string literal, which holds no line break and no bare double quote either,
 #   with `data_rule` in the system prompt and `data_reminder` after the data. Not yet measured on the panel.
 DATA_RULE = ("The texts to check, the question, the passages and other agents' words are given as JSON strings in "
