@@ -60,7 +60,7 @@ def _switch(without: set[str], with_: set[str]) -> None:
         prompts._ENV.globals["plain_rule"] = prompts.DATA_RULE
     elif "rule" in without:
         prompts._ENV.globals["plain_rule"] = ""
-    if "reminder" in with_:  # a line just before the question, as HEAD had it
+    if "reminder" in with_:  # a line just before the question, as the judges had it before 2026-12-06
         def _user(p, section, evidence, question, text, noun, extra) -> str:
             ctx = {"evidence": list(evidence), "question": question, "text": text, "noun": noun, **(extra or {})}
             return p["shared"].render(**ctx) + "\n\n" + prompts.DATA_REMINDER + "\n" + section["task"].render(**ctx)
