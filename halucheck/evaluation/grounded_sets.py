@@ -94,6 +94,15 @@ def summedits(root: Path) -> Iterator[EvalItem]:
 _BEGIN_LABELS = {"Fully attributable": False, "Not fully attributable": True}  # "Generic": excluded
 
 
+def _reply(dataset: str, part: str, pos: int, response: str, knowledge: str, label: bool, question: str | None,
+           meta: dict) -> EvalItem:
+    """One dialogue reply of BEGIN, FaithDial or Q2: the reply is the text judged, its knowledge the one passage, the
+    turn before it the question; each reply is its own group."""
+    return EvalItem(id=f"{dataset}:{part}:{pos}", dataset=dataset, claim=response, label=label,
+                    group=f"{dataset}:{part}:{pos}", position=pos, question=question, response=response,
+                    evidence=[knowledge], meta=meta)
+
+
 def begin(root: Path) -> Iterator[EvalItem]:
     for path in _files(root, "begin", "*.tsv"):
         part = path.stem.split("_begin_")[-1]  # dev_cmu, dev_tc, dev_wow, test_wow
@@ -103,18 +112,9 @@ def begin(root: Path) -> Iterator[EvalItem]:
                 response, knowledge = (r.get("response") or "").strip(), (r.get("knowledge") or "").strip()
                 if label is None or not response or not knowledge:
                     continue
-                yield EvalItem(
-                    id=f"begin:{part}:{pos}",
-                    dataset="begin",
-                    claim=response,
-                    label=label,
-                    group=f"begin:{part}:{pos}",
-                    position=pos,
-                    question=r["message"].strip() or None,
-                    response=response,
-                    evidence=[knowledge],
-                    meta={"part": part, "benchmark": r["data_source"], "model": r["model_name"], "begin_label": r["begin_label"]},
-                )
+                yield _reply("begin", part, pos, response, knowledge, label, r["message"].strip() or None,
+                             {"part": part, "benchmark": r["data_source"], "model": r["model_name"],
+                              "begin_label": r["begin_label"]})
 
 
 def _faithdial_label(tag: str) -> bool | None:
@@ -143,19 +143,10 @@ def faithdial(root: Path) -> Iterator[EvalItem]:
                 if label is None or not response or not knowledge:
                     continue
                 history = (r.get("history") or "").strip()
-                yield EvalItem(
-                    id=f"faithdial:{part}:{pos}",
-                    dataset="faithdial",
-                    claim=response,
-                    label=label,
-                    group=f"faithdial:{part}:{pos}",
-                    position=pos,
-                    question=history if history not in ("", "[]") else None,
-                    response=response,
-                    evidence=[knowledge],
-                    meta={"part": part, "model": model, "begin_label": tag.strip(),
-                          "vrm": ((r.get("VRM") if "VRM" in r else r.get("vrm_label")) or "").strip()},
-                )
+                yield _reply("faithdial", part, pos, response, knowledge, label,
+                             history if history not in ("", "[]") else None,
+                             {"part": part, "model": model, "begin_label": tag.strip(),
+                              "vrm": ((r.get("VRM") if "VRM" in r else r.get("vrm_label")) or "").strip()})
 
 
 def q2(root: Path) -> Iterator[EvalItem]:
@@ -163,19 +154,10 @@ def q2(root: Path) -> Iterator[EvalItem]:
         model, kind = path.stem.split("_", 1)
         with open(path, encoding="utf-8", newline="") as fh:
             for pos, r in enumerate(csv.DictReader(fh)):
-                yield EvalItem(
-                    id=f"q2:{path.stem}:{pos}",
-                    dataset="q2",
-                    claim=r["response"].strip(),
-                    label=kind == "inconsistent",
-                    group=f"q2:{path.stem}:{pos}",
-                    position=pos,
-                    question=r["message"].strip() or None,
-                    response=r["response"].strip(),
-                    evidence=[r["knowledge"].strip()],
-                    meta={"model": model, "topic": r["topic"], "episode_idx": int(r["episode_idx"]),
-                          "round": int(r["round"]), "human_reply": r["gold"]},
-                )
+                yield _reply("q2", path.stem, pos, r["response"].strip(), r["knowledge"].strip(), kind == "inconsistent",
+                             r["message"].strip() or None,
+                             {"model": model, "topic": r["topic"], "episode_idx": int(r["episode_idx"]),
+                              "round": int(r["round"]), "human_reply": r["gold"]})
 
 
 # ContractNLI's choices as the files spell them (true/false/na) and as its paper does
