@@ -439,6 +439,11 @@ class VerifierOptions:
     nli_model: str | None = None
     band: tuple[float, float] = DEFAULT_BAND
     bibliography: str | None = None  # ``citation``: a BibTeX, CSL-JSON or CSV file of the works that exist
+    head: str | None = None  # ``probe``: a head saved by ``halucheck train`` (name or file); None: the shipped one
+    # ``direct``/``probe``: keep prompt passes' features in this SQLite file ("default": the model's store in
+    # $HALUCHECK_HOME/features, shared with ``halucheck train``); None: keep none
+    features: str | None = None
+    grade: bool = True  # ``direct``/``probe``: grade the severity of each claim found unsupported (one short call)
 
 
 def parse_band(text: str) -> tuple[float, float]:
@@ -469,6 +474,7 @@ class RunOptions:
     band: tuple[float, float] = DEFAULT_BAND  # a cascade's uncertainty band on P(hallucinated)
     nli_model: str | None = None
     bibliography: Path | None = None  # the works that exist: citations are checked against it
+    head: str | None = None  # ``probe``: the head (a name saved by ``halucheck train``, or a file); None: the shipped one
     calibration: str | None = None  # a named or file calibrator (None: the stored default); not fingerprinted:
     #                                 it changes the reports, not the verdicts
     batch_items: int = 256  # answers per claims-stage batch (its results are one transaction)
@@ -487,9 +493,17 @@ class RunOptions:
             **({"verifier": self.verifier, "band": list(self.band) if "," in self.verifier else None}
                if self.verifier != "debate" else {}),
             **({"bibliography": _file_identity(self.bibliography)} if self.bibliography else {}),
+            **({"head": _head_identity(self.head)} if self.head else {}),
             "role_sampling": settings.role_sampling,
         }
         return hashlib.sha256(json.dumps(payload, sort_keys=True, default=str).encode()).hexdigest()
+
+
+def _head_identity(name: str) -> str:
+    """A head by what its file holds (a refitted head under the same name makes another run)."""
+    path = Path(name) if Path(name).suffix == ".npz" or Path(name).exists() else \
+        user_cache_dir() / "heads" / f"{name}.npz"
+    return _file_identity(path) if path.is_file() else name
 
 
 def _file_identity(path: Path) -> str:

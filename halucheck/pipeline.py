@@ -140,7 +140,7 @@ class Pipeline:
         if opts.out.exists() and not opts.out.is_dir():
             raise InputError(f"--out {opts.out} is a file; pass a folder for the run (it is created if missing)")
         options = VerifierOptions(debate=opts.debate, band=opts.band, nli_model=opts.nli_model,
-                                  bibliography=str(opts.bibliography) if opts.bibliography else None)
+                                  bibliography=str(opts.bibliography) if opts.bibliography else None, head=opts.head)
         # calculations (and citations, given a bibliography) go to their tool checks, the rest to --verifier
         self.verifier = routed(opts.verifier, options)
         for kind, why in self.verifier.unavailable.items():

@@ -110,6 +110,9 @@ class Turn:
     quotes: tuple[Quote, ...] = ()
     void: bool = False
     winner: str | None = None
+    # a verifier that judges every chunk of the evidence (direct, probe): the chunk that decided
+    # ({"index": 0-based, "of": how many chunks, "text": the chunk})
+    chunk: dict | None = None
 
     @property
     def ok(self) -> bool:
@@ -131,6 +134,8 @@ class Turn:
             d["void"] = True
         if self.winner:
             d["winner"] = self.winner
+        if self.chunk:
+            d["chunk"] = self.chunk
         return d
 
     @classmethod
@@ -138,6 +143,7 @@ class Turn:
         """Turn keyword arguments from a stored :meth:`detail`."""
         detail = detail or {}
         return {"finding": detail.get("finding"), "void": bool(detail.get("void")), "winner": detail.get("winner"),
+                "chunk": detail.get("chunk"),
                 "quotes": tuple(Quote(q["text"], q["verified"], q.get("passage"), q.get("why", ""))
                                 for q in detail.get("quotes", ()))}
 

@@ -88,6 +88,9 @@ Band = Annotated[Optional[str], typer.Option("--band", help=BAND_HELP)]
 Calibration = Annotated[Optional[str], typer.Option("--calibration", help=CALIBRATION_HELP)]
 NliModel = Annotated[Optional[Path], typer.Option("--nli-model", help="nli: a local sentence-transformers "
                                                   "CrossEncoder folder.")]
+HeadName = Annotated[Optional[str], typer.Option("--head", help="probe: a head fitted by `halucheck train --name NAME` "
+                                                 "(the name, or a .npz file); default: the head shipped for the "
+                                                 "profile's model.")]
 TopK = Annotated[int, typer.Option("--top-k", "--max-evidence", help=f"Evidence passages per claim (default "
                                    f"{EVIDENCE_K}): retrieved, shown to the verifier and citable in its replies.")]
 Policy = Annotated[str, typer.Option("--policy", help="Debate transition policy: " + ", ".join(DEBATE_POLICIES) + ".")]

@@ -11,7 +11,7 @@ from typing import Optional
 import typer
 
 from halucheck.cli.app import (BothOrders, DEBATE, EVIDENCE_K, EXIT_INTERRUPTED, EXIT_UNDECIDED, Band, Calibration, Config,
-                               MaxRounds, MinRounds, NliModel, Policy, Profile, Prompts, Role, TopK, Verifier, _Command,
+                               HeadName, MaxRounds, MinRounds, NliModel, Policy, Profile, Prompts, Role, TopK, Verifier, _Command,
                                app, band_of, debate_config, fail, Flag, interrupted, models_app, settings_of)
 from halucheck.cli.output import print_summary, print_verdict, undecided_line, verdict_json
 from halucheck.config import DEFAULT_VERIFIER
@@ -51,6 +51,7 @@ def check(
     verifier: Verifier = DEFAULT_VERIFIER,
     band: Band = None,
     nli_model: NliModel = None,
+    head: HeadName = None,
     profile: Profile = None,
     role: Role = None,
     policy: Policy = DEBATE.policy,
@@ -73,7 +74,8 @@ def check(
         from halucheck.verifiers.base import CLOSED_BOOK_MAX_CONFIDENCE, closed_book
 
         options = VerifierOptions(debate=debate_config(policy, min_rounds, max_rounds, prompts, leader_both_orders), band=band_of(band),
-                                  nli_model=nli_model_path(nli_model, config) if "nli" in verifier.split(",") else None)
+                                  nli_model=nli_model_path(nli_model, config) if "nli" in verifier.split(",") else None,
+                                  head=head)
         v = get_verifier(verifier, options)
         v.check()
         passages = _read_evidence(evidence, evidence_file)
@@ -125,6 +127,7 @@ def run(
     verifier: Verifier = DEFAULT_VERIFIER,
     band: Band = None,
     nli_model: NliModel = None,
+    head: HeadName = None,
     bibliography: Optional[Path] = typer.Option(None, "--bibliography", help="The works that exist (BibTeX .bib, "
                                                 "CSL-JSON .json or CSV .csv): citations in the answers are checked "
                                                 "against it; without it they go to --verifier."),
@@ -170,7 +173,7 @@ def run(
             debate=debate_config(policy, min_rounds, max_rounds, prompts, leader_both_orders),
             verifier=verifier, band=band_of(band),
             nli_model=nli_model_path(nli_model, config) if "nli" in verifier.split(",") else None,
-            bibliography=bibliography, calibration=calibration_choice,
+            bibliography=bibliography, head=head, calibration=calibration_choice,
         )
         settings = settings_of(config, profile, role)
         progress = None

@@ -7,7 +7,7 @@ from typing import Optional
 
 import typer
 
-from halucheck.cli.app import (BothOrders, DEBATE, EVIDENCE_K, Band, Calibration, Config, MaxRounds, MinRounds, NliModel, Policy,
+from halucheck.cli.app import (BothOrders, DEBATE, EVIDENCE_K, Band, Calibration, Config, HeadName, MaxRounds, MinRounds, NliModel, Policy,
                                Profile, Prompts, Role, TopK, Verifier, _Command, app, band_of, debate_config, fail,
                                Flag, settings_of)
 from halucheck.config import DEFAULT_VERIFIER
@@ -37,7 +37,7 @@ def eval_cmd(
         None, "--dataset", "-d", help="Labeled set (repeatable): factool-qa, factool-qa-response, factool-math, "
         "factool-math-response, factool-sci, factool-sci-response, factool-code, factcheck-gpt, wice, wice-dev, "
         "halueval-qa, halueval-qa-cleaned, halueval-general, halueval2, truthfulqa, summedits, begin, faithdial, q2, "
-        "contract-nli."),
+        "contract-nli, wice-dev-d2c, halueval-dialogue, halueval-summarization."),
     data: Optional[list[Path]] = typer.Option(
         None, "--data", help="Your own labelled file (repeatable), .jsonl or .csv: id, answer (or claim), hallucinated "
         "(true/false), and optional question, context, evidence. Scored as dataset data:<file name>, alone or beside "
@@ -70,6 +70,7 @@ def eval_cmd(
     samples: int = typer.Option(3, help="consistency: sampled verdicts per item."),
     top_k: TopK = EVIDENCE_K,
     nli_model: NliModel = None,
+    head: HeadName = None,
     bibliography: Optional[Path] = typer.Option(
         None, "--bibliography", help="citation: the works that exist, a BibTeX (.bib), CSL-JSON (.json) or CSV (.csv: "
         "title, authors, year) file (default for factool-sci: the set's own citations labelled true)."),
@@ -117,7 +118,7 @@ def eval_cmd(
             debate=debate_config(policy, min_rounds, max_rounds, prompts, leader_both_orders),
             samples=samples, nli_model=nli_model_path(nli_model, config) if "nli" in verifier.split(",") else None,
             band=band_of(band),
-            bibliography=str(bibliography) if bibliography is not None else None,
+            bibliography=str(bibliography) if bibliography is not None else None, head=head,
         )
         if bibliography is not None:
             from halucheck.verifiers.tools.citations.bibliography import load_bibliography

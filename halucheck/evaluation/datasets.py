@@ -427,6 +427,9 @@ DATASETS.register("begin", begin)
 DATASETS.register("faithdial", faithdial)
 DATASETS.register("q2", q2)
 DATASETS.register("contract-nli", contract_nli)
+DATASETS.register("wice-dev-d2c", "halucheck.evaluation.training_sets:wice_d2c")
+DATASETS.register("halueval-dialogue", "halucheck.evaluation.training_sets:halueval_dialogue")
+DATASETS.register("halueval-summarization", "halucheck.evaluation.training_sets:halueval_summarization")
 """Dataset name -> loader yielding every item of the set in file order (no split applied)."""
 
 BIBLIOGRAPHIES: dict[str, Callable[[Path], "Bibliography"]] = {
@@ -436,7 +439,8 @@ BIBLIOGRAPHIES: dict[str, Callable[[Path], "Bibliography"]] = {
 """Sets that bring their own bibliography for the ``citation`` verifier (used when none is given)."""
 
 GROUNDED = frozenset({"factcheck-gpt", "wice", "wice-dev", "halueval-qa", "halueval-qa-cleaned", "summedits", "begin",
-                      "faithdial", "q2", "contract-nli"})
+                      "faithdial", "q2", "contract-nli", "wice-dev-d2c", "halueval-dialogue",
+                      "halueval-summarization"})
 """Sets whose items carry their own evidence; the others are closed-book."""
 
 

@@ -30,7 +30,7 @@ from halucheck.evaluation.datasets import EvalItem, load
 from halucheck.evaluation.metrics import N_BOOT, calibration_effect
 from halucheck.evaluation.report import LENGTH_CONTROLLED_SETS, METRICS_FILE, write_run
 from halucheck.evaluation.userdata import UserData
-from halucheck.evaluation.verifiers import VerifierOptions, get_verifier
+from halucheck.evaluation.verifiers import VerifierOptions, check_of, get_verifier
 from halucheck.records import Cost
 from halucheck.text import stop_words
 
@@ -63,6 +63,8 @@ class Meter:
         self.llm_calls = self.prompt_tokens = self.completion_tokens = 0
         self.replies = self.invalid_replies = self.retried = self.cached = 0
         self._lock = threading.Lock()
+        self.progress = None  # progress(replies, expected) after each batch of replies
+        self.expected = 0
 
     def add(self, results: Sequence[Result]) -> None:
         with self._lock:
@@ -76,6 +78,8 @@ class Meter:
                 self.prompt_tokens += r.prompt_tokens
                 self.completion_tokens += r.completion_tokens
                 self.retried += r.attempts > 1
+            if self.progress is not None:
+                self.progress(self.replies, max(self.expected, self.replies))
 
     def install(self, engines: "EnginePool") -> None:
         """Wrap every engine the pool creates from now on (outside any wrapper already added)."""
@@ -170,6 +174,9 @@ def run_eval(
     """
     log = log or (lambda _m: None)
     options = dataset_bibliography(datasets, verifier, options, Path(out), log)
+    if cache and options.features is None:  # direct/probe keep their prompt passes in the model's feature store
+        options = replace(options, features="default")
+    options = replace(options, grade=False)  # severity is not scored here: no grading calls
     v = get_verifier(verifier, options)
     v.check()
     for d in data:
@@ -177,7 +184,10 @@ def run_eval(
     items = load_items(datasets, split, limit, skip) if datasets or not data else []
     items += [it for d in data for it in d.items]
     names = [*datasets, *(d.name for d in data)]
-    shown = [replace(it, evidence=select_evidence(it.claim, it.evidence, max_evidence)) for it in items]
+    # what every verifier is shown: the top sentences of the evidence; a verifier that reads it all, chunked, the whole
+    whole = getattr(v.verifier, "whole_evidence", False)
+    shown = items if whole else [replace(it, evidence=select_evidence(it.claim, it.evidence, max_evidence))
+                                 for it in items]
     from halucheck.verifiers import calibration as calibration_module
 
     meter = Meter()
@@ -199,6 +209,13 @@ def run_eval(
     scope = f"{split} split of the named sets, every item of the user files" if datasets and data else split
     log(f"{v.name}: {len(items)} items of {', '.join(names)} ({scope})"
         + (f" on profile {profile.name} ({profile.engine}: {profile.model})" if profile else ""))
+    from halucheck.evaluation.progress import Progress
+
+    if whole:
+        v.verifier.progress = Progress(f"{v.name}: {len(items)} items")
+    else:
+        meter.progress = Progress(f"{v.name}: {len(items)} items", unit="replies (about)")
+        meter.expected = v.verifier.expected_calls([check_of(it) for it in shown])
     t0 = time.perf_counter()
     try:
         preds = v.predict(shown, engines)
@@ -210,9 +227,15 @@ def run_eval(
     wall = time.perf_counter() - t0
     if len(preds) != len(items):  # a verifier bug, not a user error
         raise RuntimeError(f"{v.name} returned {len(preds)} predictions for {len(items)} items")
+    spent = Cost(llm_calls=meter.llm_calls, prompt_tokens=meter.prompt_tokens, completion_tokens=meter.completion_tokens)
+    if whole:  # prompt passes, not engine calls: the verifier counts them
+        own = list(v.verifier.costs.values())
+        spent = Cost(llm_calls=sum(c.llm_calls for c in own), prompt_tokens=sum(c.prompt_tokens for c in own),
+                     cached_tokens=sum(c.cached_tokens for c in own))
+    spent.wall_s = round(wall, 2)
     cost = {
-        **Cost(llm_calls=meter.llm_calls, prompt_tokens=meter.prompt_tokens,
-               completion_tokens=meter.completion_tokens, wall_s=round(wall, 2)).as_metrics(),
+        **spent.as_metrics(),
+        **({"cached_prompt_tokens": spent.cached_tokens} if whole else {}),
         "replies": meter.replies,
         "invalid_replies": meter.invalid_replies,
         "retried_replies": meter.retried,

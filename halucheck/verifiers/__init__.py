@@ -7,6 +7,8 @@ Registry (``halucheck run --verifier`` and ``halucheck eval --verifier`` take th
 - ``debate``: the Markov-chain multi-agent debate (``verifiers/debate/``).
 - ``collab-cal``: Collaborative Calibration (``verifiers/collab.py``).
 - ``nli``: a local CrossEncoder NLI model, no LLM (``verifiers/nli.py``).
+- ``direct`` and ``probe``: one prompt pass per evidence chunk, nothing decoded: the first reply token's
+  Yes/No logits, or a head trained on the pass's hidden states (``verifiers/probe/``).
 - ``arith``, ``citation``, ``code``, ``program``, ``source``: tool checks (``math``: a whole math answer's
   calculations and final result together, for ``eval`` on responses) (``verifiers/tools/``), which ``run`` routes
   claims of their kind to (:func:`routed`).
@@ -36,6 +38,8 @@ VERIFIERS.register("lynx", "halucheck.verifiers.judges:Lynx")
 VERIFIERS.register("consistency", "halucheck.verifiers.judges:Consistency")
 VERIFIERS.register("collab-cal", "halucheck.verifiers.collab:CollabCal")
 VERIFIERS.register("nli", "halucheck.verifiers.nli:NLI")
+VERIFIERS.register("direct", "halucheck.verifiers.probe.verifier:Direct")
+VERIFIERS.register("probe", "halucheck.verifiers.probe.verifier:Probe")
 VERIFIERS.register("arith", "halucheck.verifiers.tools.arith:ArithVerifier")
 VERIFIERS.register("citation", "halucheck.verifiers.tools.citations.verifier:CitationVerifier")
 VERIFIERS.register("code", "halucheck.verifiers.tools.code:CodeCheck")

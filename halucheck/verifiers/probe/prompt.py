@@ -1,0 +1,77 @@
+"""What the direct verdict and the head read: the evidence cut into chunks at sentence boundaries, and one fixed
+prompt per (chunk, claim) (``halucheck/prompts/direct.yaml``).
+
+The whole evidence is read: passages are joined in order and cut into chunks of at most :data:`CHUNK_CHARS`
+characters (about 400 tokens of English) at sentence ends; a sentence longer than a chunk is cut at white
+space. Every chunk is judged with the claim; the claim's verdict is its best-supporting chunk's
+(:mod:`halucheck.verifiers.probe.verifier`). Chunks are measured in characters, not tokens, so the same
+evidence is cut the same way whatever model or engine reads it.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Sequence
+
+from halucheck.prompts import load as load_prompts
+from halucheck.text import sentence_spans
+
+# The prompt and what a forward pass yields. Part of every cached feature's key and of every head's provenance:
+# change it whenever direct.yaml, the chunking or the features change.
+RECIPE = "direct-v1"
+CHUNK_CHARS = 1600
+
+
+@dataclass(frozen=True)
+class Chunk:
+    """One piece of a claim's evidence: its text, and where it lies (``index`` of ``of`` chunks)."""
+
+    text: str
+    index: int = 0
+    of: int = 1
+
+
+def chunks(passages: Sequence[str], size: int = CHUNK_CHARS) -> list[Chunk]:
+    """``passages`` joined in order and cut at sentence ends into chunks of at most ``size`` characters (a
+    passage boundary always ends a sentence). No evidence: one empty chunk (the claim is judged closed-book)."""
+    sentences: list[str] = []
+    for passage in passages:
+        sentences += [passage[a:b] for a, b in sentence_spans(passage, line_breaks=False, max_chars=size)]
+    texts: list[str] = []
+    current = ""
+    for s in sentences:
+        if current and len(current) + 1 + len(s) > size:
+            texts.append(current)
+            current = ""
+        current = f"{current} {s}" if current else s
+    if current:
+        texts.append(current)
+    if not texts:
+        return [Chunk("")]
+    return [Chunk(t, i, len(texts)) for i, t in enumerate(texts)]
+
+
+def _words(text: str) -> set[str]:
+    from halucheck.text import stop_words
+
+    return {w for w in re.findall(r"\w+", text.lower()) if w not in stop_words()}
+
+
+def closest(parts: Sequence[Chunk], claim: str) -> int:
+    """The chunk that shares the most content words with ``claim`` (ties: the first): the one a training
+    example is read from when its chunks are not all computed (the lexical stand-in for the best-supporting one)."""
+    want = _words(claim)
+    return max(range(len(parts)), key=lambda i: (len(want & _words(parts[i].text)), -i))
+
+
+def messages(document: str, text: str, question: str | None = None, section: str | None = None) -> tuple[dict, ...]:
+    """The chat messages of one prompt pass: instructions, the document chunk, the statement and the question
+    (``section="severity"``: the grading call's)."""
+    prompts = load_prompts("direct")
+    prompts = prompts[section] if section else prompts
+    return ({"role": "system", "content": prompts["system"].render()},
+            {"role": "user", "content": prompts["user"].render(document=document, question=question, text=text)})
+
+
+__all__ = ["CHUNK_CHARS", "Chunk", "RECIPE", "chunks", "closest", "messages"]

@@ -1,0 +1,200 @@
+"""Two verifiers on one prompt pass per evidence chunk, nothing decoded:
+
+- ``direct``: P(supported) from the logits of the reply's first token ("Yes" vs "No") after the fixed judge
+  prompt (``prompts/direct.yaml``);
+- ``probe``: a head trained on labelled data (:mod:`.head`, :mod:`.training`) over the same pass's hidden states.
+
+Every chunk of a claim's evidence is judged (:func:`~.prompt.chunks`); the claim's verdict is its best-supporting
+chunk's (lowest P(hallucinated)), and the trace names that chunk and quotes its start.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import replace
+from typing import TYPE_CHECKING, Sequence
+
+import numpy as np
+
+from halucheck.engines.base import Request, SamplingParams
+from halucheck.records import Check, Cost, Turn, Verdict
+from halucheck.verifiers.base import Verifier, closed_book, under_check, verdict_from_score
+from halucheck.verifiers.probe.features import Extractor, Features, extractor_for
+from halucheck.verifiers.probe.prompt import Chunk, chunks, closest, messages
+
+if TYPE_CHECKING:
+    from halucheck.engines.pool import EnginePool
+
+ROLE = "initial"
+# The direct verdict's P(hallucinated) at or above which a claim is hallucinated. The first token leans to "Yes"
+# on this prompt; the threshold that balances the two errors on the dev splits (docs/trained-judge.md).
+DIRECT_THRESHOLD = 0.5
+SHOWN_CHARS = 400  # of the deciding chunk, in the trace
+SEVERITY_SCHEMA = {"type": "object", "properties": {"error_severity": {"type": "integer", "enum": [1, 2, 3, 4, 5]}},
+                   "required": ["error_severity"], "additionalProperties": False}
+
+
+def prompts_of(check: Check, only_closest: bool = False) -> tuple[list[Chunk], list[tuple[dict, ...]]]:
+    """The chunks of a check's evidence and the prompt of each; ``only_closest``: only the chunk that shares the most
+    words with the claim (:func:`~.prompt.closest`; a training example's cheap stand-in for all of them)."""
+    parts = chunks([e.text for e in check.evidence])
+    text = under_check(check.claim)
+    if only_closest and len(parts) > 1:
+        parts = [parts[closest(parts, check.claim.statement)]]
+    return parts, [messages(c.text, text, check.claim.question) for c in parts]
+
+
+class ChunkJudge(Verifier):
+    """Scores every chunk of every claim in one batch of prompt passes; :meth:`chunk_scores` says how."""
+
+    threshold = 0.5
+    whole_evidence = True  # reads all of a claim's evidence, chunked (eval shows it whole, not its top sentences)
+
+    def __init__(self, options=None) -> None:
+        super().__init__(options)
+        self._extractor: Extractor | None = None
+        self.progress = None  # (done, total) after each pass, set by a caller that shows progress
+
+    def extractor(self, engines: "EnginePool") -> Extractor:
+        engine = engines.engine_for(ROLE)
+        inner = engine
+        while hasattr(inner, "inner"):
+            inner = inner.inner
+        if self._extractor is None or self._extractor.engine is not inner:
+            self._extractor = extractor_for(engine, purpose=f"-v {self.name}")
+            where = self.options.features
+            if where:
+                from halucheck.verifiers.probe.features import FeatureStore, default_store
+
+                self._extractor.store = FeatureStore(default_store(self._extractor.model_id) if where == "default"
+                                                     else where)
+        return self._extractor
+
+    def chunk_scores(self, features: Sequence[Features], extractor: Extractor) -> np.ndarray:  # pragma: no cover
+        raise NotImplementedError
+
+    def verify(self, checks, engines, on_verdict=None, on_call=None) -> list[Verdict]:
+        t0 = time.perf_counter()
+        extractor = self.extractor(engines)
+        per_check, flat = [], []
+        for c in checks:
+            parts, prompts = prompts_of(c)
+            per_check.append(parts)
+            flat += prompts
+        passes0, computed0, reused0 = extractor.passes, extractor.computed_tokens, extractor.reused_tokens
+        features = extractor.features(flat, self.progress)
+        scores = self.chunk_scores(features, extractor) if features else np.zeros(0)
+        out, at = [], 0
+        for i, (check, parts) in enumerate(zip(checks, per_check)):
+            own, feats = scores[at:at + len(parts)], features[at:at + len(parts)]
+            at += len(parts)
+            best = int(np.argmin(own))
+            v = self._verdict(check, parts, best, float(own[best]), feats)
+            out.append(v)
+            if on_call is not None:
+                on_call(len(parts))
+            if on_verdict is not None:
+                on_verdict(i, v)
+        cost = Cost(claims=len(checks), llm_calls=extractor.passes - passes0, prompt_tokens=sum(f.tokens for f in features),
+                    cached_tokens=extractor.reused_tokens - reused0)
+        if self.options.grade:
+            self._grade(checks, out, engines, cost)
+        cost.wall_s = time.perf_counter() - t0
+        self.costs = {self.name: cost}
+        return out
+
+    def _grade(self, checks: Sequence[Check], verdicts: list[Verdict], engines: "EnginePool", cost: Cost) -> None:
+        """Severity 1-5 for each claim found unsupported: one constrained call with its deciding chunk (the seed
+        paper's scale); a failed call leaves the severity unrated."""
+        flagged = [i for i, v in enumerate(verdicts) if v.factuality is False]
+        if not flagged:
+            return
+        requests = []
+        for i in flagged:
+            turn = verdicts[i].chain[0]
+            doc = (turn.chunk or {}).get("text", "")
+            requests.append(Request(messages=messages(doc, under_check(checks[i].claim), checks[i].claim.question,
+                                                      section="severity"),
+                                    schema=SEVERITY_SCHEMA, sampling=SamplingParams(temperature=0.0, max_tokens=16),
+                                    tag=f"{self.name}:severity"))
+        results = engines.engine_for(ROLE).generate(requests)
+        cost.add_results(results)
+        for i, res in zip(flagged, results):
+            if res.ok and isinstance(res.parsed, dict):
+                v = verdicts[i]
+                v.error_severity = int(res.parsed["error_severity"])
+                v.chain[0] = replace(v.chain[0], error_severity=v.error_severity,
+                                     prompt_tokens=v.chain[0].prompt_tokens + res.prompt_tokens,
+                                     completion_tokens=res.completion_tokens)
+
+    def _verdict(self, check: Check, parts: list[Chunk], best: int, p: float, feats: Sequence[Features]) -> Verdict:
+        hallucinated = p >= self.threshold
+        chunk = parts[best]
+        where = (f"chunk {best + 1} of {len(parts)}" if chunk.text else "no evidence (judged from the model's knowledge)")
+        shown = chunk.text if len(chunk.text) <= SHOWN_CHARS else chunk.text[:SHOWN_CHARS].rsplit(" ", 1)[0] + " ..."
+        opinion = (f"Best-supporting evidence: {where}, P(supported) {1 - p:.2f}"
+                   + (f" (direct verdict {feats[best].p_supported:.2f})" if self.name != "direct" else "")
+                   + (f": {shown}" if shown else "."))
+        turn = Turn(state="S0", role="initial", opinion=opinion, factuality=not hallucinated,
+                    error_severity=None if hallucinated else 0,
+                    prompt_tokens=sum(f.tokens for f in feats), cached_tokens=sum(f.cached for f in feats),
+                    p_factual=1.0 - p, verifier=self.name,
+                    chunk={"index": best, "of": len(parts), "text": chunk.text} if chunk.text else None)
+        v = verdict_from_score(self.name, hallucinated, p, turn)
+        v.error_severity = None if hallucinated else 0
+        return v if check.evidence else closed_book(v)
+
+    def least_calls(self) -> int:
+        return 1
+
+    def expected_calls(self, checks) -> int:
+        return sum(len(chunks([e.text for e in c.evidence])) for c in checks)
+
+
+class Direct(ChunkJudge):
+    """The direct verdict: P(hallucinated) = P(No) / (P(Yes) + P(No)) of the reply's first token."""
+
+    name = "direct"
+    threshold = DIRECT_THRESHOLD
+
+    def chunk_scores(self, features, extractor) -> np.ndarray:
+        return np.array([1.0 - f.p_supported for f in features])
+
+
+class Probe(ChunkJudge):
+    """The trained head on the same pass (``--head NAME``; default: the head shipped for the profile's model)."""
+
+    name = "probe"
+
+    def __init__(self, options=None) -> None:
+        super().__init__(options)
+        self._head = None
+
+    def head(self, extractor: Extractor):
+        from halucheck.verifiers.probe.head import resolve
+
+        if self._head is None or self._head.model != extractor.model_id:
+            self._head = resolve(self.options.head, extractor.model_id)
+        return self._head
+
+    def check(self) -> None:
+        """A named head that does not exist is an error before any work (the model is not known yet)."""
+        from halucheck.verifiers.probe.head import Head, heads_dir
+
+        name = self.options.head
+        if name and name != "default":
+            from pathlib import Path
+
+            path = Path(name) if Path(name).suffix == ".npz" or Path(name).exists() else heads_dir() / f"{name}.npz"
+            Head.load(path)  # ConfigError in one line: missing, not a head, or another recipe
+
+    def chunk_scores(self, features, extractor) -> np.ndarray:
+        return self.head(extractor).p_hallucinated(features)
+
+    def describe(self) -> dict:
+        meta = self._head.meta if self._head is not None else {}
+        return {"head": self.options.head or "default", "head_model": meta.get("model"),
+                "head_layers": meta.get("layers"), "head_trained_on": meta.get("sets")}
+
+
+__all__ = ["DIRECT_THRESHOLD", "Direct", "Probe", "prompts_of"]

@@ -1,0 +1,90 @@
+"""Fit the head shipped for the default profile, and extract the test items' features for its one report.
+
+    python scripts/train_default_head.py extract [--per-set N] [--test N]   # prompt passes into the feature store
+    python scripts/train_default_head.py fit [--per-set N]                   # LODO choice, fit, save in the package
+
+Both steps read and write the feature store (``$HALUCHECK_HOME/features/<model>.sqlite``): extraction is resumable
+(kill it and start it again: stored passes are not computed again) and ``fit`` computes nothing new when
+``extract`` ran with the same numbers. Training items: the dev splits of the sets in :data:`TRAIN_SETS` (sampled by
+``halucheck.evaluation.heads.sample``: balanced classes, at most 4 per source group, the clean panel left out);
+test items: the same rule on the test splits of :data:`TEST_SETS`, extracted only so that the report runs from
+the store (nothing is fitted or chosen on them).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
+# set -> items sampled from its dev split (one prompt pass each: the chunk closest to the claim). Sized for a
+# 2-core CPU without AVX-512 (~37 prompt tokens/s for the 1.5B): about an hour; raise them on a faster machine.
+TRAIN_SETS = {"halueval-qa": 50, "halueval-dialogue": 40, "begin": 50, "faithdial": 50, "q2": 50,
+              "factcheck-gpt": 40, "summedits": 40, "wice": 25, "wice-dev": 25, "wice-dev-d2c": 20,
+              "halueval-summarization": 25, "contract-nli": 40}
+# set -> items sampled from its test split (every chunk of the evidence: the verdict as `-v probe` reaches it)
+TEST_SETS = {"halueval-qa": 40, "begin": 40, "faithdial": 40, "q2": 40, "factcheck-gpt": 24, "summedits": 24,
+             "wice": 12, "contract-nli": 24}
+PROFILE = "cpu-1.5b"
+
+
+def _items(split: str, sets: dict[str, int], scale: float):
+    from halucheck.evaluation.datasets import load
+    from halucheck.evaluation.heads import panel_ids, sample
+
+    out = []
+    for name, n in sets.items():
+        out += sample(load(name, split), max(2, round(n * scale)), exclude=panel_ids() if split == "dev" else None)
+    return out
+
+
+def extract(scale: float, order: str) -> None:
+    from halucheck.config import Settings
+    from halucheck.engines.pool import EnginePool
+    from halucheck.evaluation.progress import Progress
+    from halucheck.evaluation.verifiers import check_of
+    from halucheck.verifiers.probe.features import FeatureStore, default_store, extractor_for
+    from halucheck.verifiers.probe.verifier import prompts_of
+
+    phases = {"dev": _items("dev", TRAIN_SETS, scale), "test": _items("test", TEST_SETS, scale)}
+    with EnginePool(Settings.load(profile=PROFILE)) as engines:
+        ex = extractor_for(engines.engine_for("initial"), purpose="extraction")
+        ex.store = FeatureStore(default_store(ex.model_id))
+        for phase in order.split(","):
+            items = phases[phase]
+            # set by set, so that a stop leaves whole sets done
+            for name in dict.fromkeys(it.dataset for it in items):
+                prompts = [p for it in items if it.dataset == name
+                           for p in prompts_of(check_of(it), only_closest=phase == "dev")[1]]
+                ex.features(prompts, Progress(f"{phase} {name} ({sum(it.dataset == name for it in items)} items)"))
+        print(f"passes {ex.passes}, computed tokens {ex.computed_tokens}, reused {ex.reused_tokens}; "
+              f"store {len(ex.store)} entries", flush=True)
+
+
+def fit(per_set: int) -> None:
+    from halucheck.config import Settings
+    from halucheck.evaluation.heads import train
+    from halucheck.verifiers.probe.head import shipped_path
+
+    settings = Settings.load(profile=PROFILE)
+    model = settings.profile_for("initial").model
+    path, meta = train(settings, TRAIN_SETS, [], "default", per_set, out=shipped_path(model))
+    print(f"saved {path} ({path.stat().st_size // 1024} KB): layers {meta['layers']}, C {meta['C']}")
+    for k, v in meta["held_out"].items():
+        print(f"  held out {k}: n {v['n']}, BalAcc {v['balacc']:.3f}, AUROC {v['auroc']:.3f}")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("step", choices=["extract", "fit"])
+    ap.add_argument("--scale", type=float, default=1.0, help="multiply every set's item count")
+    ap.add_argument("--order", default="dev,test")
+    args = ap.parse_args()
+    extract(args.scale, args.order) if args.step == "extract" else fit(args.scale)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
