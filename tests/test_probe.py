@@ -741,8 +741,6 @@ def test_sample_never_takes_an_excluded_item():
     assert len(sample(pool, 10_000)) == len(pool)
 
 
-@pytest.mark.xfail(strict=True, reason="heads.sample: when one class runs out, the fill with the other class ignores "
-                                       "per_group (it takes the first groups' leftovers whatever they already hold)")
 def test_sample_keeps_the_group_cap_when_a_class_runs_short():
     pool = [EvalItem(id=f"f:{g}:{k}", dataset="f", claim="c", label=False, group=f"g{g}", position=g)
             for g in range(5) for k in range(10)]

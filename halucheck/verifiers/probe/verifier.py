@@ -89,16 +89,16 @@ class ChunkJudge(Verifier):
             own, feats = scores[at:at + len(parts)], features[at:at + len(parts)]
             at += len(parts)
             best = int(np.argmin(own))
-            v = self._verdict(check, parts, best, float(own[best]), feats)
-            out.append(v)
-            if on_call is not None:
-                on_call(len(parts))
-            if on_verdict is not None:
-                on_verdict(i, v)
+            out.append(self._verdict(check, parts, best, float(own[best]), feats))
         cost = Cost(claims=len(checks), llm_calls=extractor.passes - passes0, prompt_tokens=sum(f.tokens for f in features),
                     cached_tokens=extractor.reused_tokens - reused0)
         if self.options.grade:
             self._grade(checks, out, engines, cost)
+        for i, (v, parts) in enumerate(zip(out, per_check)):  # each verdict is final (graded) when it is handed on
+            if on_call is not None:
+                on_call(len(parts))
+            if on_verdict is not None:
+                on_verdict(i, v)
         cost.wall_s = time.perf_counter() - t0
         self.costs = {self.name: cost}
         return out
