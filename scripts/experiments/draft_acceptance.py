@@ -15,7 +15,7 @@ with a step cost of ``--step-ms`` + ``--row-ms`` per token row at ``--rows`` req
 (defaults from ``scripts/bench_decode_step.py`` on the 1.5B, two cores: ~264 ms at 1 row, ~313 at 8,
 ~415 at 16). The model ignores the longer KV a rejected draft leaves behind; it is an upper bound.
 
-    python scripts/draft_acceptance.py runs/eval/debate/replies.duckdb
+    python scripts/experiments/draft_acceptance.py runs/eval/debate/replies.duckdb
 """
 
 from __future__ import annotations

@@ -4,13 +4,13 @@ into a passage, judged by the default verifier; prints how many verdicts the inj
 Build the two labelled files from dev items that no tuning used (Factcheck-GPT and HaluEval-QA, dev split,
 after the first 100 of each), score both with ``halucheck eval --data``, then compare:
 
-    python scripts/injection_set.py build runs/injection            # clean.jsonl, injected.jsonl
+    python scripts/experiments/injection_set.py build runs/injection            # clean.jsonl, injected.jsonl
     halucheck eval --data runs/injection/clean.jsonl -p cpu-1.5b-f32 --config models-f32.yaml \
         -o runs/injection/clean
     mkdir runs/injection/injected && cp runs/injection/clean/replies.duckdb runs/injection/injected/
     halucheck eval --data runs/injection/injected.jsonl -p cpu-1.5b-f32 --config models-f32.yaml \
         -o runs/injection/injected
-    python scripts/injection_set.py compare runs/injection
+    python scripts/experiments/injection_set.py compare runs/injection
 
 ``models-f32.yaml`` is a copy of ``models.yaml`` with a profile ``cpu-1.5b-f32``: ``cpu-1.5b`` with ``dtype:
 float32`` (bfloat16 changes 14-17 % of verdicts between two runs of the same prompts). The injected set is
@@ -625,7 +625,7 @@ if __name__ == "__main__":
     in_answers = "--in-answers" in args
     args = [a for a in args if a not in flags and a != "--in-answers"]
     if len(args) != 2 or args[0] not in ("build", "compare") or len(chosen) > 1 or (in_answers and not chosen):
-        sys.exit(f"usage: python scripts/injection_set.py build [{' | '.join(flags)} [--in-answers]] FOLDER | "
+        sys.exit(f"usage: python scripts/experiments/injection_set.py build [{' | '.join(flags)} [--in-answers]] FOLDER | "
                  "compare FOLDER")
     if args[0] == "build":
         build(Path(args[1]), chosen[0] if chosen else None, in_answers)

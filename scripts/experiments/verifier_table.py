@@ -1,6 +1,6 @@
 """One markdown table from several `halucheck eval` runs: each verifier on each set, side by side.
 
-    python scripts/verifier_table.py runs/i37/vllm-debate-dev runs/i37/vllm-selfcheck-dev runs/i37/vllm-consistency-dev
+    python scripts/experiments/verifier_table.py runs/i37/vllm-debate-dev runs/i37/vllm-selfcheck-dev runs/i37/vllm-consistency-dev
 
 Per run and set: items decided and missing, balanced accuracy and AUROC with the run's bootstrap intervals; for a
 debate, the verdicts it moved away from its first agent's, right and wrong, in each direction, and its share of

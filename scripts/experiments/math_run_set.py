@@ -1,8 +1,8 @@
 """Math answers through `halucheck run`, as a user would check them: no flag, no evidence but the question.
 
-    python scripts/math_run_set.py write --split dev --limit 40 --out /tmp/math-dev.jsonl
+    python scripts/experiments/math_run_set.py write --split dev --limit 40 --out /tmp/math-dev.jsonl
     halucheck run --input /tmp/math-dev.jsonl -p cpu-1.5b -o runs/math-dev
-    python scripts/math_run_set.py score runs/math-dev /tmp/math-dev.jsonl
+    python scripts/experiments/math_run_set.py score runs/math-dev /tmp/math-dev.jsonl
 
 ``write`` takes FacTool's math responses (``../shared/datasets/factool/math.jsonl``, the split by position as
 SPLITS.md says) as run input: id, question, answer. ``score`` reads the run's results.jsonl against the

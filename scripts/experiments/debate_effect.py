@@ -1,7 +1,7 @@
 """What the debate did, from a `halucheck eval -v debate` run: where it changed the first opinion, and
 whether that helped.
 
-    python scripts/debate_effect.py runs/eval/debate-0.5b [--baseline runs/eval/selfcheck-0.5b]
+    python scripts/experiments/debate_effect.py runs/eval/debate-0.5b [--baseline runs/eval/selfcheck-0.5b]
 
 Per dataset: claims, LLM turns per claim, states run, unanimous debates, debates whose final verdict
 differs from the initial agent's (S0), and of those how many the change made right or wrong; the

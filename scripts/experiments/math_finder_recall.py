@@ -9,7 +9,7 @@ expression has the same value. Calculations whose labelled expression cannot be 
 `5x + 16094295 - 3x`, or words) cannot be matched: recall is given over the evaluable ones and over all.
 Exits 0 with a note when the dataset is absent.
 
-    python scripts/math_finder_recall.py [--data ../shared/datasets] [--misses]
+    python scripts/experiments/math_finder_recall.py [--data ../shared/datasets] [--misses]
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ import json
 import sys
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
 from halucheck.verifiers.tools.arith import ArithError, evaluate, find_calculations  # noqa: E402

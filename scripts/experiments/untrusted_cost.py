@@ -3,7 +3,7 @@ how many answers and claims lose a sentence as a note about themselves (``untrus
 talk (``untrusted.small_talk``), and how much of each grounded set's passages a judge is shown
 (``untrusted.bearing``).
 
-    python scripts/untrusted_cost.py [--split dev] [--list FILE]
+    python scripts/experiments/untrusted_cost.py [--split dev] [--list FILE]
 
 ``--list FILE`` writes every note and small talk taken out (set, id, the sentence) and every passage shown in
 part (set, id, characters kept), one JSON line each, so that two versions of the defence can be compared with

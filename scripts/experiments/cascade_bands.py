@@ -1,6 +1,6 @@
 """Replay a cascade's bands from two eval runs on the same items, without a model call.
 
-    python scripts/cascade_bands.py CASCADE_RUN DEBATE_RUN [--bands 0.2-0.8,0-0.5,...]
+    python scripts/experiments/cascade_bands.py CASCADE_RUN DEBATE_RUN [--bands 0.2-0.8,0-0.5,...]
 
 CASCADE_RUN: a `halucheck eval -v selfcheck,debate` run (each prediction's chain starts with the first
 verifier's turn, whose p_factual gives its P(hallucinated)); DEBATE_RUN: the debate alone on the same items.
