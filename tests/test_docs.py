@@ -1,5 +1,5 @@
 """The README stays short and its links lead somewhere: at most 150 lines, every docs page it links exists
-(each linked once), and its test command is the one .ci/run runs."""
+(each linked once), its test command is the one .ci/run runs, and every script has its one line."""
 import re
 from pathlib import Path
 
@@ -38,3 +38,21 @@ def test_readme_test_command_is_what_ci_runs():
     command = [line for line in ci if line.strip() and not line.startswith("#")][-1]
     assert "pytest" in command
     assert command in README.read_text().splitlines(), f"README.md does not show .ci/run's test command: {command}"
+
+
+def test_every_script_path_in_readme_and_docs_exists():
+    pages = [README, *sorted((REPO / "docs").glob("*.md")), REPO / "scripts" / "experiments" / "README.md"]
+    stale = sorted({f"{page.relative_to(REPO)}: {path}" for page in pages
+                    for path in re.findall(r"scripts/[\w./-]+\.(?:py|sh)", page.read_text())
+                    if not (REPO / path).is_file()})
+    assert stale == [], f"these pages name scripts that are not there (moved? fix the path): {stale}"
+
+
+def test_every_script_has_its_line():
+    """What scripts/ keeps is named in docs/scripts.md; each experiment in scripts/experiments/README.md."""
+    listed = (REPO / "docs" / "scripts.md").read_text()
+    kept = [p for p in sorted((REPO / "scripts").iterdir()) if p.suffix in (".py", ".sh")]
+    assert [p.name for p in kept if f"`scripts/{p.name}`" not in listed] == []
+    experiments = REPO / "scripts" / "experiments"
+    listed = (experiments / "README.md").read_text()
+    assert [p.name for p in sorted(experiments.glob("*.py")) if f"`{p.name}`" not in listed] == []
