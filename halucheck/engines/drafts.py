@@ -8,7 +8,7 @@ decoded greedily then proposes the likeliest continuation of its last ``n`` toke
 and one forward pass checks them all: the row keeps the drafted tokens the model itself would have
 chosen, plus the model's own next token, so the reply is the one plain decoding gives.
 
-Replayed on 280 cached replies of 40 debated claims (``scripts/draft_acceptance.py``): 0.62 decode passes
+Replayed on 280 cached replies of 40 debated claims (``scripts/experiments/draft_acceptance.py``): 0.62 decode passes
 per generated token at ``k = 4`` (0.47 drafted tokens per token, 80 % of them accepted).
 """
 

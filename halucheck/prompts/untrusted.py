@@ -397,7 +397,7 @@ def _blanked(text: str, spans: list[tuple[int, int]]) -> str:
 
 # Chat small talk: a sentence that speaks to the reader ("Hope this helps!", "Let me know if you have any other
 # questions.") states nothing a passage could back, yet a judge shown it after a right answer calls the whole
-# unsupported (measured: 15 of 27 right answers with a closer appended, scripts/injection_set.py --benign --in-answers).
+# unsupported (measured: 15 of 27 right answers with a closer appended, scripts/experiments/injection_set.py --benign --in-answers).
 # A sentence is small talk when it holds no number, no name, no third person, no code, no yes, no or negation, every
 # topic word of it is one of _CHAT's stems, and it speaks to the reader (I, you, we, let's) or opens as a pleasantry
 # does.
