@@ -33,6 +33,9 @@ class EvidenceSources:
         self._names = None
         self._document: tuple[str, object] | None = None
         self._context: tuple[int, object] | None = None
+        # a claim with a context gets every passage of it, in order, not its top k (a verifier that reads all of its
+        # evidence in chunks, in RAG mode)
+        self.whole_context = False
 
     def corpus(self):
         """The corpus index, or None without a corpus."""
@@ -115,11 +118,14 @@ class EvidenceSources:
             for cid, _ in searched:
                 found[cid] += hits[pos:pos + len(queries[cid])]
                 pos += len(queries[cid])
+        whole = {}
         if self.use_context:
             for cid, idx in searched:
-                if contexts.get(idx):
+                if contexts.get(idx) and self.whole_context and corpus is None:
+                    whole[cid] = list(self.context(idx, contexts[idx]).passages)
+                elif contexts.get(idx):
                     found[cid] += self.context(idx, contexts[idx]).search_many(queries[cid], k=self.top_k)
-        return {cid: fuse(ranked, self.top_k) for cid, ranked in found.items()}
+        return {cid: whole.get(cid) or fuse(ranked, self.top_k) for cid, ranked in found.items()}
 
     def close(self) -> None:
         """Let go of the corpus index (another process may then rebuild it)."""

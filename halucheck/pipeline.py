@@ -342,7 +342,11 @@ class Pipeline:
             return
         answers = {i: it.answer for i, it in items}
         contexts = {i: it.context for i, it in items}
-        if self.evidence.corpus() is None and not any(contexts.get(r[1]) for r in rows):
+        # without a corpus a claim is searched for in its own answer's context only, with its own words: a short
+        # context needs no model-written queries (RAG mode); a verifier that reads all of its evidence gets all of it
+        rag = self.evidence.corpus() is None
+        self.evidence.whole_context = rag and getattr(self.verifier.main, "whole_evidence", False)
+        if rag and not any(contexts.get(r[1]) for r in rows):
             self.log("note: no --corpus and no context in the input: claims are judged without evidence")
         engine_q = self.engines.engine_for("query")
         had_errors = self.store.claims_with_errors()
@@ -351,8 +355,8 @@ class Pipeline:
             chunk = rows[start:start + self.opts.batch_items * 4]
             t0 = time.perf_counter()
             statements = [f"{q} {t}" if q else t for _, _, t, q, _, _ in chunk]
-            outs = claim_stages.make_queries(engine_q, statements,
-                                             self.settings.sampling("query", claim_stages.QUERY_SAMPLING))
+            outs = [claim_stages.StageOutput(value=[s]) for s in statements] if rag else claim_stages.make_queries(
+                engine_q, statements, self.settings.sampling("query", claim_stages.QUERY_SAMPLING))
             # a claim whose queries failed is not searched with a fallback: it stays without evidence and
             # is tried again, so a rerun gives the same evidence a clean run would have
             queries = {row[0]: o.value for row, o in zip(chunk, outs) if not o.error}
