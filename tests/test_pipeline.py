@@ -80,6 +80,17 @@ def with_context(monkeypatch):
 
 
 @pytest.fixture
+def fake_embeddings(monkeypatch):
+    """Hash embeddings instead of the embedding model (a run with a corpus builds a dense index)."""
+    from halucheck.retrieval import get_embedder
+
+    monkeypatch.setenv("HALUCHECK_EMBED_MODEL", "fake")
+    get_embedder.cache_clear()
+    yield
+    get_embedder.cache_clear()
+
+
+@pytest.fixture
 def engine(monkeypatch):
     shared = {"engine": FakeEngine(responder=responder, max_batch=16)}
     engines.register("scripted", lambda model="", **kw: shared["engine"])
@@ -133,7 +144,9 @@ def test_stages_and_aggregation(tmp_path, engine):
     assert berlin["basis"] == "closed-book" and berlin["confidence"] <= 0.6
     assert 0.5 < berlin["p_hallucinated"] <= 0.6 and 0.4 <= tower["claims"][1]["p_hallucinated"] < 0.5
     assert tower["score"] >= berlin["p_hallucinated"]
-    assert berlin["queries"][:2] == ["The Eiffel Tower is in Berlin.", "about The Eiffel Tower is in Berlin."]
+    # no corpus: nothing to search but the answer's own context, with the claim's own words; no model-written query
+    assert berlin["queries"] == ["The Eiffel Tower is in Berlin."]
+    assert summary["stages"].get("queries", {}).get("llm_calls", 0) == 0
     # the claim is located in the answer where it came from
     s, e = berlin["span"]
     assert tower["answer"][s:e] == "The Eiffel Tower is in Berlin."
@@ -155,14 +168,17 @@ def test_stages_and_aggregation(tmp_path, engine):
 def test_every_role_sampling_in_models_yaml_is_honoured(tmp_path, engine, with_context):
     """Every role's `sampling:` keys reach its requests; a debate stance or Leader drops the repetition
     controls (its quotes must be verbatim) but keeps the rest. The first agent is selfcheck's request,
-    with the `initial` role's sampling."""
+    with the `initial` role's sampling. The run has a corpus: only then does the model write search queries."""
     roles = ("filter", "extractor", "query", "initial", "trust", "skeptic", "leader")
     cfg = {"profiles": {"s": {"engine": "scripted"}},
            "sampling": {role: {"max_tokens": 50 + i, "repetition_penalty": 1.2, "no_repeat_ngram_size": 4}
                         for i, role in enumerate(roles)}}
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "paris.txt").write_text(CONTEXT + "\n")
     engine["engine"] = FakeEngine(responder=quoting, max_batch=16)
     opts = RunOptions(input=write_input(tmp_path, with_context), out=tmp_path / "run", verifier="debate",
-                      debate=DebateConfig(min_rounds=1, max_rounds=1))
+                      debate=DebateConfig(min_rounds=1, max_rounds=1), corpus=docs, index=tmp_path / "ix.duckdb")
     pipe = Pipeline(opts, Settings.from_dict(cfg), log=lambda m: None)
     try:
         pipe.run()
@@ -177,6 +193,24 @@ def test_every_role_sampling_in_models_yaml_is_honoured(tmp_path, engine, with_c
                     "skeptic": {55}, "leader": {56}}
     assert penalties == {**{role: {(1.2, 4)} for role in ("filter", "extract", "queries", "initial")},
                          **{role: {(1.0, 0)} for role in ("trust", "skeptic", "leader")}}
+
+
+def test_rag_mode_writes_no_queries_a_claim_is_searched_for_with_its_own_statement(tmp_path, engine, with_context):
+    """Without a corpus (each answer's own context is all there is to search), no query is written by the
+    model: a claim's one query is its statement, and its passages come from its answer's context."""
+    engine["engine"] = FakeEngine(responder=responder, max_batch=16)
+    summary, results = run(tmp_path, write_input(tmp_path, with_context))
+    tags = [r.tag for r in engine["engine"].requests]
+    assert tags and not [t for t in tags if t.endswith(":queries")]
+    assert summary["stages"]["queries"]["llm_calls"] == 0
+    claims = {c["text"]: c for r in results for c in r["claims"]}
+    assert len(claims) == 4
+    for text, c in claims.items():
+        assert c["queries"] == [text], c
+        assert c["evidence"] and all(e["text"] in CONTEXT for e in c["evidence"])
+    # a short QA answer's claim is its question and answer together: that whole statement is its query
+    assert claims["Where is the Louvre? Paris."]["queries"] == ["Where is the Louvre? Paris."]
+    assert claims["The Eiffel Tower is in Berlin."]["factuality"] is False
 
 
 def test_aggregation_rule():
@@ -410,7 +444,7 @@ def test_run_with_a_judge_and_with_a_cascade(tmp_path, engine):
     assert summary["decided_by"] == {"selfcheck": len(claims)} and "debate" not in summary["stages"]
 
 
-def test_calculations_are_claims_of_their_own_checked_by_evaluating_them(tmp_path, engine):
+def test_calculations_are_claims_of_their_own_checked_by_evaluating_them(tmp_path, engine, fake_embeddings):
     answers = [{"id": "apples", "question": "How many apples?",
                 "answer": "Each crate holds 48 boxes of 125 apples, so 48 x 125 = 5800 apples. Also 3 + 4 = 7."}]
     summary, results = run(tmp_path, write_input(tmp_path, answers))
@@ -425,7 +459,20 @@ def test_calculations_are_claims_of_their_own_checked_by_evaluating_them(tmp_pat
     # the sentence's other fact still goes to the debate; the bare restated sum "3 + 4 = 7." does not
     assert [c["verifier"] for c in results[0]["claims"]].count("debate") == 1
     assert results[0]["hallucinated"] is True
-    # no LLM call was spent on the calculations: one query call and one debate per knowledge claim
+    # no corpus: the knowledge claim is searched for with its own words, and no query is written by the model
+    knowledge = [c for c in results[0]["claims"] if c["verifier"] == "debate"]
+    assert len(knowledge) == 1 and knowledge[0]["queries"] == [knowledge[0]["text"]]
+    assert summary["stages"]["queries"]["llm_calls"] == 0
+    # with a corpus the model writes queries: none for the calculations, one query call for the knowledge claim
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "crates.txt").write_text("A crate holds 48 boxes. Each box holds 125 apples.\n")
+    summary, results = run(tmp_path, write_input(tmp_path, answers), out="corpus", corpus=docs,
+                           index=tmp_path / "ix.duckdb")
+    claims = {c["text"]: c for c in results[0]["claims"]}
+    assert claims["48 x 125 = 5800"]["queries"] == [] and claims["48 x 125 = 5800"]["evidence"] == []
+    knowledge = [c for c in claims.values() if c["verifier"] == "debate"]
+    assert len(knowledge) == 1 and knowledge[0]["queries"] == [knowledge[0]["text"], "about " + knowledge[0]["text"]]
     assert summary["stages"]["queries"]["llm_calls"] == 1
 
 

@@ -130,11 +130,15 @@ quoting = quoting_stances(echo)  # a stance quotes its first passage, so every r
 
 
 def test_rerun_retries_only_failed_work_and_leaves_no_stale_error(tmp_path, scripted, fake_embeddings):
-    # a1's claims get passages from its context, so their debates ask the Leader
-    context = "The Eiffel Tower stands in Paris, France. It opened to visitors in 1889."
-    src = write_jsonl(tmp_path / "answers.jsonl", [{**ANSWERS[0], "context": context}] + ANSWERS[1:])
+    # a corpus, so the model writes each claim's queries (calls that can fail); a1's claims get passages from it,
+    # so their debates ask the Leader
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    (corpus / "paris.txt").write_text("The Eiffel Tower stands in Paris, France. It opened to visitors in 1889.\n")
+    src = write_jsonl(tmp_path / "answers.jsonl", ANSWERS)
+    run = lambda out: pipeline_run(src, out, retries=0, corpus=corpus, index=tmp_path / "ix.duckdb")  # noqa: E731
     scripted["engine"] = FakeEngine(responder=quoting, max_batch=8)
-    pipeline_run(src, tmp_path / "reference")
+    run(tmp_path / "reference")
     reference = results_of(tmp_path / "reference")
     assert [t["role"] for t in reference[0]["claims"][1]["chain"]] == ["initial", "skeptic", "trust", "leader"]
     assert reference[0]["claims"][1]["chain"][-1]["p_factual"] is not None  # a Leader call, not a walkover
@@ -153,7 +157,7 @@ def test_rerun_retries_only_failed_work_and_leaves_no_stale_error(tmp_path, scri
         return quoting(request)
 
     scripted["engine"] = FakeEngine(responder=flaky)
-    first = pipeline_run(src, tmp_path / "out", retries=0)
+    first = run(tmp_path / "out")
     broken = {x["id"]: x for x in results_of(tmp_path / "out")}
     assert broken["a2"]["hallucinated"] is None and broken["a3"]["hallucinated"] is None
     assert broken["a1"]["hallucinated"] is True  # one false claim decides it, whatever the other says
@@ -164,7 +168,7 @@ def test_rerun_retries_only_failed_work_and_leaves_no_stale_error(tmp_path, scri
     asked_first = {r.key() for r in scripted["engine"].requests}
 
     scripted["engine"] = FakeEngine(responder=quoting)
-    second = pipeline_run(src, tmp_path / "out", retries=0)
+    second = run(tmp_path / "out")
     asked_again = [r for r in scripted["engine"].requests]
     healed = results_of(tmp_path / "out")
     assert healed == reference and second["undecided"] == 0
@@ -174,7 +178,15 @@ def test_rerun_retries_only_failed_work_and_leaves_no_stale_error(tmp_path, scri
     assert not {r.key() for r in asked_again} & (asked_first - {r.key() for r in asked_again if r.tag})
     tags = sorted(r.tag for r in asked_again)
     assert tags.count("claims:extract") == 1 and tags.count("claims:queries") == 3  # a3's two claims + Louvre
-    assert tags.count("debate:leader") == 1  # the failed Leader turn, and no other turn of its debate
+    debated = {}
+    for r in asked_again:
+        if r.tag.startswith("debate:"):
+            debated.setdefault(read_statement(r.messages[-1]["content"]), []).append(r.tag)
+    # the failed Leader turn, and no other turn of its debate; the debates of the claims that had none (a2's claim,
+    # whose queries failed, and a3's, not extracted before); none of the Berlin claim, decided the first time
+    assert debated.pop("It opened in 1889.") == ["debate:leader"]
+    assert set(debated) == {"The Louvre is in Paris.", "The Seine flows through Paris.", "It is long."}
+    assert all(turns[0] == "debate:initial" for turns in debated.values())
     assert len(asked_again) < len(scripted["engine"].requests) + len(asked_first)
 
 
