@@ -348,7 +348,7 @@ class Pipeline:
         self.evidence.whole_context = rag and getattr(self.verifier.main, "whole_evidence", False)
         if rag and not any(contexts.get(r[1]) for r in rows):
             self.log("note: no --corpus and no context in the input: claims are judged without evidence")
-        engine_q = self.engines.engine_for("query")
+        engine_q = None if rag else self.engines.engine_for("query")  # not made (loaded) when no query is written
         had_errors = self.store.claims_with_errors()
         bar = self.progress(total=len(rows), desc="evidence ", unit="claim")
         for start in range(0, len(rows), self.opts.batch_items * 4):

@@ -289,6 +289,33 @@ def test_prefix_reuse_gives_the_same_greedy_tokens(engine32):
     assert list(cache.entries) == ["claim-2"]
 
 
+def test_calls_of_one_stage_reuse_its_system_prompt_across_claims(engine32):
+    """Requests without a prefix group (a stage's calls about different claims: the same system prompt and
+    instructions) reuse the KV of what they share; the greedy replies equal those computed in full (float32)."""
+    from halucheck.engines.base import Request, SamplingParams
+    from halucheck.engines.prefix_cache import group_of
+
+    engine = engine32
+    system = {"role": "system", "content": "You check statements. " * 12 + "Answer in one short sentence."}
+    requests = [Request(messages=(system, {"role": "user", "content": f"Is it true that {c}?"}),
+                        sampling=SamplingParams(max_tokens=8))
+                for c in ("water boils at 100 C at sea level", "the moon is made of cheese", "Paris is in France")]
+    cache = engine.prefix_cache
+    engine.prefix_cache = type(cache)(cache.max_bytes)  # this test's own, empty
+    try:
+        with_reuse = engine.generate(requests)
+        stage = engine.prefix_cache.entries[group_of(requests[0])]
+        engine.prefix_cache = None
+        without = engine.generate(requests)
+    finally:
+        engine.prefix_cache = cache
+    assert [r.text for r in with_reuse] == [r.text for r in without]
+    # the first call stored its prompt; the two later ones (sent together: they waited for it) reused the shared start
+    assert with_reuse[0].cached_tokens == 0 and all(r.cached_tokens > 60 for r in with_reuse[1:])
+    assert len(stage.tokens) == with_reuse[1].cached_tokens and stage.extensions == []
+    assert all(r.cached_tokens == 0 for r in without)
+
+
 def test_calls_of_one_group_sent_together_wait_for_the_first_to_store_its_prefix(engine32):
     """Nine requests of three groups sent at once with nothing cached (collab-cal's agents): the first of
     each group is admitted, the others wait a step and reuse its prompt start; the greedy tokens equal

@@ -123,3 +123,33 @@ def test_release_frees_the_group():
     cache.release("g")
     cache.release("never-seen")
     assert len(cache) == 0 and cache.bytes == 0
+
+
+def test_a_request_without_a_group_is_in_its_stages_group():
+    from halucheck.engines.base import Request
+    from halucheck.engines.prefix_cache import STAGE, group_of
+
+    sys_a = {"role": "system", "content": "You extract claims."}
+    one = Request(messages=(sys_a, {"role": "user", "content": "answer one"}))
+    two = Request(messages=(sys_a, {"role": "user", "content": "answer two"}))
+    other = Request(messages=({"role": "system", "content": "You judge."}, {"role": "user", "content": "x"}))
+    assert group_of(one) == group_of(two) and group_of(one).startswith(STAGE) and group_of(other) != group_of(one)
+    assert group_of(Request(messages=({"role": "user", "content": "no system prompt"},))) is None
+    assert group_of(Request(messages=one.messages, prefix_group="claim-7")) == "claim-7"  # an explicit group wins
+
+
+def test_a_stage_group_keeps_only_what_all_its_calls_share():
+    """Every call of a stage reuses the shared start (system prompt, instructions); the rest of each call is its own
+    and is not kept as an extension (it would only hold memory)."""
+    from halucheck.engines.prefix_cache import STAGE
+
+    cache = PrefixCache(max_bytes=10**6, min_tokens=4)
+    group = STAGE + "extract"
+    shared = list(range(100, 120))
+    a, b, c = shared + list(range(200, 230)), shared + list(range(300, 330)), shared + list(range(400, 405))
+    cache.store(group, a, kv(a))
+    hit = cache.match(group, b)
+    assert hit.tokens == 20 and cache.entries[group].tokens == shared
+    assert cache.entries[group].extensions == [] and cache.bytes == nbytes(20)
+    assert not cache.wants(group, shared, b[20:])  # nothing of b's own part is copied for keeping
+    assert cache.match(group, c).tokens == 20

@@ -8,7 +8,7 @@ import functools
 from typing import TYPE_CHECKING, Any
 
 from halucheck.engines.base import Request
-from halucheck.engines.prefix_cache import Hit
+from halucheck.engines.prefix_cache import Hit, group_of
 
 if TYPE_CHECKING:
     from halucheck.engines.constrained import _Row
@@ -237,10 +237,11 @@ class BatchDecoding:
     # -- prefix reuse ---------------------------------------------------------------------------
     def _cached_prefix(self, request: Request, input_ids: list[int]) -> Hit | None:
         """What the prefix cache serves of this request's prompt (its group's entry), or None."""
-        if self.prefix_cache is None or not request.prefix_group:
+        group = group_of(request)
+        if self.prefix_cache is None or not group:
             return None
         with self._prefix_lock:
-            return self.prefix_cache.match(request.prefix_group, input_ids)
+            return self.prefix_cache.match(group, input_ids)
 
     def _batch_cache(self, hits: list[Hit | None], width: int) -> Any:
         """One DynamicCache for the chunk: each row's cached keys and values (shared start, then any
@@ -275,7 +276,7 @@ class BatchDecoding:
         if cache is None or past is None:
             return
         for i, row in enumerate(chunk):
-            group, hit = row.request.prefix_group, row.hit
+            group, hit = group_of(row.request), row.hit
             if not group or (hit is None and group in cache.entries):  # a miss keeps the group's entry
                 continue
             if hit is not None:

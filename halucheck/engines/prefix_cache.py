@@ -15,12 +15,18 @@ at most ``MAX_EXTENSIONS`` per group): a later call that goes on like one of the
 instructions, asked again in the next round) reuses that part too. A call thus reuses its longest common
 prefix with any earlier call of its group, one level deep: the shared start, then one extension.
 
+A request without a group belongs to its *stage's* group (:func:`group_of`: every call with the same system
+prompt, e.g. every claim extraction or every selfcheck verdict of a run), whose entry converges to what all those
+calls share (the system prompt, instructions and worked examples); such a group keeps no extensions (the rest of
+each call is its own). So no prompt start is computed twice within a run, across claims and answers.
+
 Bounded in bytes: the least recently used groups are dropped first; ``release`` drops a group whose
 calls are over (a finished debate).
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
 from collections import OrderedDict
 from dataclasses import dataclass, field
@@ -76,6 +82,20 @@ class Hit:
         return [(self.base, self.n)] + ([(self.extension, self.m)] if self.m else [])
 
 
+STAGE = "stage:"  # the prefix of a stage's implicit group
+
+
+def group_of(request) -> str | None:
+    """The prefix group a request's prompt start is kept under: its own ``prefix_group``, else its stage's (a hash of
+    its system message; None without one)."""
+    if request.prefix_group:
+        return request.prefix_group
+    first = request.messages[0] if request.messages else None
+    if not first or first.get("role") != "system":
+        return None
+    return STAGE + hashlib.sha256(str(first.get("content", "")).encode()).hexdigest()[:16]
+
+
 def _common(a: Sequence[int], b: Sequence[int]) -> int:
     return len(os.path.commonprefix([list(a), list(b)]))
 
@@ -117,7 +137,7 @@ class PrefixCache:
         if n < len(entry.tokens):
             before = entry.nbytes
             tail = entry.split(n)
-            if len(tail.tokens) >= self.min_tokens:
+            if len(tail.tokens) >= self.min_tokens and not group.startswith(STAGE):
                 entry.extensions.append(tail)
             self.bytes += entry.nbytes - before
         rest = ids[n : len(ids) - 1]
@@ -149,7 +169,8 @@ class PrefixCache:
         group's shared start, ``tokens`` are enough to reuse and no extension already holds them (so a
         caller copies their KV only when it will be kept)."""
         entry = self.entries.get(group)
-        return (entry is not None and len(tokens) >= self.min_tokens and list(start) == entry.tokens
+        return (entry is not None and not group.startswith(STAGE) and len(tokens) >= self.min_tokens
+                and list(start) == entry.tokens
                 and not any(_common(e.tokens, tokens) == len(tokens) for e in entry.extensions))
 
     def extend(self, group: str, start: Sequence[int], tokens: Sequence[int], layers: list[tuple[Any, Any]]) -> None:
@@ -180,4 +201,4 @@ class PrefixCache:
             self.bytes -= entry.nbytes
 
 
-__all__ = ["Entry", "Hit", "MAX_EXTENSIONS", "MIN_SHARED_TOKENS", "PrefixCache"]
+__all__ = ["Entry", "Hit", "MAX_EXTENSIONS", "MIN_SHARED_TOKENS", "PrefixCache", "STAGE", "group_of"]

@@ -12,7 +12,8 @@ with different schemas, sampling settings, or none share a batch: each row keeps
 repetition controls and random generator. The running batch keeps its KV in float32 layers with room to
 grow (``halucheck.engines.decode_cache``), so a step neither copies nor converts the cache.
 
-Prefix reuse: requests that share a ``prefix_group`` (a debate's calls about one claim) reuse the KV
+Prefix reuse: requests that share a ``prefix_group`` (a debate's calls about one claim; without one, every call
+of a stage: the same system prompt, ``prefix_cache.group_of``) reuse the KV
 of their common token prefix (system prompt, evidence, claim) from the group's earlier calls, and past
 it the KV of an earlier call they go on like (the same role asked again)
 (``halucheck.engines.prefix_cache``). In a prompt chunk, each row's cached prefix is left-padded to the
@@ -63,7 +64,7 @@ from halucheck.engines.drafts import NGramDrafter
 from halucheck.engines.index_cache import IndexCache
 from halucheck.engines.loading import (_native_half_types, _saved_dtype, _usable_cores, load_dtype,
                                        returned_to_the_system)
-from halucheck.engines.prefix_cache import PrefixCache
+from halucheck.engines.prefix_cache import PrefixCache, group_of
 from halucheck.errors import ConfigError, EngineError, HalucheckError
 
 DEFAULT_MODEL = "qwen2.5-coder-1.5b-instruct"
@@ -282,7 +283,7 @@ class TransformersEngine(SchemaIndexes, BatchDecoding, Engine):
         first: set[str] = set()
         keep, later = [], []
         for item in taken:
-            group, future = item[0].prefix_group, item[1]
+            group, future = group_of(item[0]), item[1]
             if group and group not in cached and future not in self._deferred:
                 if group in first:
                     later.append(item)
