@@ -1,7 +1,7 @@
 """The trained judge's one report on the test splits: `direct`, `probe` (the shipped head) and `probe` fitted without
 the set it is scored on (the transfer figure), on the first N test items of each set, same model and evidence.
 
-    python scripts/probe_report.py [-n 25] [--sets factcheck-gpt,wice,...] [--out runs/probe-report]
+    python scripts/probe_report.py [-n 25] [--sets factcheck-gpt,wice=10,...] [--out runs/probe-report]
 
 Every verifier reads the same prompt passes: `direct` computes them (into the feature store), the heads read them
 from it. The held-out heads reuse the shipped head's layers and C (chosen by leaving one dataset out on dev) and
@@ -67,19 +67,20 @@ def main() -> None:
     from halucheck.config import Settings, VerifierOptions
     from halucheck.evaluation.harness import run_eval
 
-    sets = args.sets.split(",")
+    limits = {s.split("=")[0]: int(s.split("=")[1]) if "=" in s else args.n for s in args.sets.split(",")}
+    sets = list(limits)
     settings = Settings.load(profile=args.profile)
     rows = []
     for name in sets:  # direct first: it computes the passes every head reads
         if not args.skip_direct:
-            r = run_eval([name], "direct", settings, args.out / f"direct-{name}", split="test", limit=args.n,
+            r = run_eval([name], "direct", settings, args.out / f"direct-{name}", split="test", limit=limits[name],
                          log=lambda s: print(s, file=sys.stderr))
             rows.append(("direct", name, r.metrics))
     heads = held_out_heads(sets, args.profile, args.out / "heads")
     for name in sets:
         for label, head in (("probe", None), ("probe, without its set", str(heads[name]))):
             r = run_eval([name], "probe", settings, args.out / f"{label.split(',')[0]}{'-lodo' if head else ''}-{name}",
-                         split="test", limit=args.n, options=VerifierOptions(head=head), label=label)
+                         split="test", limit=limits[name], options=VerifierOptions(head=head), label=label)
             rows.append((label, name, r.metrics))
     print("| verifier | set | n | BalAcc | AUROC | ECE | s/claim |\n|---|---|---|---|---|---|---|")
     for label, name, m in rows:

@@ -95,7 +95,7 @@ def gather(datasets: Sequence[str], files: Sequence[Path], per_set: int | dict |
 
 def train(settings, datasets: Sequence[str], files: Sequence[Path], name: str, per_set: int | dict | None,
           out: Path | None = None, store_path: Path | None = None, every_chunk: bool = False,
-          log: Callable[[str], None] = print) -> tuple[Path, dict]:
+          log: Callable[[str], None] = print, direct_threshold: bool = False) -> tuple[Path, dict]:
     """Fit and save a head; returns its path and provenance."""
     from halucheck.engines.pool import EnginePool
     from halucheck.evaluation.verifiers import check_of
@@ -120,6 +120,8 @@ def train(settings, datasets: Sequence[str], files: Sequence[Path], name: str, p
     head, choice = fit(exs, model, n_layers, name, log=log)
     add_intervals(head.meta["held_out"], exs, head.held_out_scores)
     head.meta["sources"] = data.sources
+    if direct_threshold:  # the direct verdict on the same examples: its figures and its best threshold
+        head.meta["direct"], head.meta["direct_threshold"] = direct_figures(exs)
     path = head.save(out or heads_dir() / f"{name}.npz")
     return path, head.meta
 
@@ -139,6 +141,23 @@ def add_intervals(figures: dict, exs, z, threshold: float = 0.0, n_boot: int = 1
         boot = [i for i in bootstrap_indices(len(yd), list(groups[m]), n_boot=n_boot) if 0 < yd[i].sum() < len(i)]
         figures[d]["balacc_ci"] = list(percentile_ci([balanced_accuracy(yd[i], zd[i] >= threshold) for i in boot]))
         figures[d]["auroc_ci"] = list(percentile_ci([auroc(yd[i], zd[i]) for i in boot]))
+
+
+def direct_figures(exs) -> tuple[dict, float]:
+    """The direct verdict's figures per set on the examples at the P(hallucinated) threshold with the best mean
+    balanced accuracy over the sets (searched on a grid), and that threshold."""
+    import numpy as np
+
+    from halucheck.verifiers.probe.training import parts, per_part
+
+    p = np.array([1.0 - e.representative.p_supported for e in exs])
+    best, best_t = -1.0, 0.5
+    for t in np.arange(0.05, 0.96, 0.01):
+        figures = per_part(exs, p - t)
+        mean = float(np.mean([v["balacc"] for k, v in figures.items() if k != "all"] or [figures["all"]["balacc"]]))
+        if mean > best:
+            best, best_t = mean, float(t)
+    return per_part(exs, p - best_t), round(best_t, 2)
 
 
 def engine_layers(extractor) -> int:
