@@ -154,7 +154,7 @@ def direct_figures(exs) -> tuple[dict, float]:
     best, best_t = -1.0, 0.5
     for t in np.arange(0.05, 0.96, 0.01):
         figures = per_part(exs, p - t)
-        mean = float(np.mean([v["balacc"] for k, v in figures.items() if k != "all"] or [figures["all"]["balacc"]]))
+        mean = float(np.nanmean([v["balacc"] for k, v in figures.items() if k != "all"] or [figures["all"]["balacc"]]))
         if mean > best:
             best, best_t = mean, float(t)
     return per_part(exs, p - best_t), round(best_t, 2)

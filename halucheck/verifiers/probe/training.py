@@ -117,7 +117,10 @@ def held_out_scores(exs: Sequence[Example], layers: Sequence[int], C: float) -> 
 
 
 def balanced_accuracy(y: np.ndarray, hallucinated: np.ndarray) -> float:
+    """nan for a part with one class (e.g. the D2C negatives): it counts in training, not in the choice."""
     pos, neg = y == 1, y == 0
+    if not pos.any() or not neg.any():
+        return float("nan")
     return float(0.5 * (hallucinated[pos].mean() + (~hallucinated[neg]).mean()))
 
 
@@ -159,7 +162,7 @@ class Choice:
     @property
     def score(self) -> float:
         parts = [v["balacc"] for k, v in self.figures.items() if k != "all"] or [self.figures["all"]["balacc"]]
-        return float(np.mean(parts))
+        return float(np.nanmean(parts))
 
 
 def choose(exs: Sequence[Example], n_layers: int, log: Callable[[str], None] = lambda s: None) -> list[Choice]:
@@ -198,7 +201,8 @@ def fit(exs: Sequence[Example], model: str, n_layers: int, name: str, sets: dict
     if not counts:
         for e in exs:
             counts.setdefault(e.dataset, [0, 0])[int(e.label)] += 1
-    meta = {"name": name, "model": model, "recipe": RECIPE, "C": chosen.C, "examples": len(exs),
+    meta = {"name": name, "model": model, "recipe": RECIPE, "layers": list(chosen.layers), "C": chosen.C,
+            "examples": len(exs),
             "sets": {d: {"supported": v[0], "hallucinated": v[1]} for d, v in sorted(counts.items())},
             "held_out": chosen.figures, "fitted": time.strftime("%Y-%m-%d"),
             "held_out_is": "leave one dataset out" if len(folds(exs)) > 1 and len({e.dataset for e in exs}) > 1

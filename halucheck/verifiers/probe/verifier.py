@@ -26,9 +26,10 @@ if TYPE_CHECKING:
     from halucheck.engines.pool import EnginePool
 
 ROLE = "initial"
-# The direct verdict's P(hallucinated) at or above which a claim is hallucinated. The first token leans to "Yes"
-# on this prompt; the threshold that balances the two errors on the dev splits (docs/trained-judge.md).
-DIRECT_THRESHOLD = 0.5
+# The direct verdict's P(hallucinated) at or above which a claim is hallucinated: the first token leans to "Yes"
+# on this prompt, so a claim is flagged unless P(Yes) >= 0.75; the threshold with the best mean balanced accuracy
+# over the 11 two-class training sets on dev (scripts/train_default_head.py fit; docs/trained-judge.md).
+DIRECT_THRESHOLD = 0.25
 SHOWN_CHARS = 400  # of the deciding chunk, in the trace
 SEVERITY_SCHEMA = {"type": "object", "properties": {"error_severity": {"type": "integer", "enum": [1, 2, 3, 4, 5]}},
                    "required": ["error_severity"], "additionalProperties": False}
