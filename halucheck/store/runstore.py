@@ -191,7 +191,7 @@ class RunStore:
         with self.lock:
             pending = self._take_pending_cache()
             if pending:
-                statements = [(Rows("llm_cache", CACHE_COLUMNS, pending, verb="INSERT OR REPLACE"),),
+                statements = [(Rows("llm_cache", CACHE_COLUMNS, pending, verb="INSERT OR REPLACE", key="key"),),
                               *self._provisional_cost(pending), *statements]
             try:
                 self.con.execute("BEGIN")

@@ -127,8 +127,12 @@ class Rows:
     """Rows for one table, inserted column-wise: DuckDB scans a dict of numpy arrays in one statement,
     ~1000x faster than ``executemany`` (about 1 ms per row)."""
 
-    def __init__(self, table: str, columns: tuple[str, ...], rows: list[tuple], verb: str = "INSERT") -> None:
-        self.table, self.columns, self.rows, self.verb = table, columns, rows, verb
+    def __init__(self, table: str, columns: tuple[str, ...], rows: list[tuple], verb: str = "INSERT",
+                 key: str | None = None) -> None:
+        """``key``: the table's primary key (the first of ``columns``), for ``INSERT OR REPLACE`` of rows with
+        distinct keys: the rows whose key is stored already are deleted and all inserted plainly, as the upsert
+        would leave them (DuckDB's upsert costs ~3x a plain insert: ~6 ms against ~2 ms for a reply's row)."""
+        self.table, self.columns, self.rows, self.verb, self.key = table, columns, rows, verb, key
 
     _VALUES = re.compile(r"^\s*(INSERT(?: OR (?:REPLACE|IGNORE))?) INTO (\w+)\s*(?:\(([^)]*)\))?\s*VALUES",
                          re.IGNORECASE)
@@ -159,4 +163,12 @@ class Rows:
             arr[:] = values
             batch[name] = arr
         cols = ", ".join(columns)
-        con.execute(f"{self.verb} INTO {self.table} ({cols}) SELECT {cols} FROM batch")
+        verb = self.verb
+        if self.key is not None and verb == "INSERT OR REPLACE":
+            keys = [r[columns.index(self.key)] for r in self.rows]
+            stored = con.execute(f"SELECT {self.key} FROM {self.table} WHERE {self.key} IN (SELECT unnest(?))",
+                                 [keys]).fetchall()
+            if stored:
+                con.execute(f"DELETE FROM {self.table} WHERE {self.key} IN (SELECT unnest(?))", [[k for k, in stored]])
+            verb = "INSERT"
+        con.execute(f"{verb} INTO {self.table} ({cols}) SELECT {cols} FROM batch")
