@@ -11,6 +11,16 @@ with the real `build_index` (hybrid BM25 + dense). For 1, 2, 4, 8 stubs it runs 
     python scripts/bench_scale.py --workdir /tmp/halucheck-scale                 # 100k passages, both modes
     python scripts/bench_scale.py --workdir /tmp/halucheck-scale --stubs 1,2 --answers-per-stub 10 --mode single
     python scripts/bench_scale.py stub --port 8101 --latency 1.0 --capacity 4    # one stub server alone
+
+Each run's line also gives the CPU (user + sys, all threads) of the `halucheck run` process: ``core_s`` in all
+(start-up included: imports, the index and the embedding model loaded) and, single-process, ``work_core_s``, from
+its first stage to its exit (the stages and the reports: what grows with the answers), over the answers, with and
+without the query embeddings' forward passes (which a GPU box runs on its GPU):
+
+    python scripts/bench_scale.py --workdir /tmp/halucheck-scale --stubs 1 --answers-per-stub 40 --mode single
+
+``--hashed-passages`` builds the index in seconds (:class:`HashedPassages`) where its cost, not its hits, is
+measured; ``--py-spy FILE`` records each run's stacks (py-spy installed) to see where that CPU goes.
 """
 
 from __future__ import annotations
@@ -21,6 +31,7 @@ import json
 import os
 import random
 import re
+import resource
 import subprocess
 import sys
 import threading
@@ -96,7 +107,23 @@ def serve_stub(port: int, latency: float, capacity: int) -> None:
 
 
 # -- corpus, input, runs ------------------------------------------------------------------------------
-def make_corpus(workdir: Path, passages: int) -> tuple[Path, Path, list[str]]:
+class HashedPassages:
+    """Passage vectors for ``--hashed-passages``: hashed bag-of-words (the tests' FakeEmbedder) of the embedding
+    model's width, stored under the default model's name, so a run embeds its queries with the real model and
+    scans a matrix of the real shape. A brute-force scan costs the same whatever the vectors hold; the build takes
+    seconds instead of the model's quarter of an hour on 2 cores (the dense hits are then not meaningful)."""
+
+    def __init__(self) -> None:
+        from halucheck.retrieval.dense import FakeEmbedder, default_model
+
+        self.name, self._inner = default_model(), FakeEmbedder(dim=384)
+        self.dim = self._inner.dim
+
+    def encode(self, texts, batch_size=None, show_progress=False):
+        return self._inner.encode(texts)
+
+
+def make_corpus(workdir: Path, passages: int, hashed: bool = False) -> tuple[Path, Path, list[str]]:
     """The corpus folder (JSONL, one passage a line) and its index, built once; the passages."""
     from bench_retrieval import make_passages
 
@@ -115,7 +142,7 @@ def make_corpus(workdir: Path, passages: int) -> tuple[Path, Path, list[str]]:
         from halucheck.retrieval import build_index
 
         t0 = time.perf_counter()
-        report = build_index(corpus, index, progress=False)
+        report = build_index(corpus, index, progress=False, embedder=HashedPassages() if hashed else None)
         print(json.dumps({"index_built_s": round(time.perf_counter() - t0, 1), "passages": report.chunks}), flush=True)
     return corpus, index, texts
 
@@ -147,6 +174,38 @@ def start_stubs(n: int, base_port: int, latency: float, capacity: int) -> list[s
     return procs
 
 
+# `halucheck run`, writing to stderr at exit the CPU (user + sys, all threads) of its work after start-up: from the
+# first stage on, once the index (BM25, the embedding matrix and model) and the corpus's document names are loaded
+# (loaded first here rather than at first use; the same results), and of that the query embeddings' forward passes
+# (on a GPU box the embedding model runs on the GPU)
+RUN_TIMED = """
+import atexit, sys, time
+from halucheck import pipeline
+from halucheck.retrieval import dense
+spent, encode, process = {"work": None, "embedding": 0.0}, dense.Embedder.encode, pipeline.Pipeline.process
+def timed_encode(self, *args, **kwargs):
+    t0 = time.process_time()
+    try:
+        return encode(self, *args, **kwargs)
+    finally:
+        spent["embedding"] += time.process_time() - t0
+def timed_process(self, items):
+    if self.evidence.corpus() is not None:
+        self.evidence.corpus().load()
+        self.evidence.source_names()
+    spent["embedding"], spent["work"] = 0.0, time.process_time()
+    return process(self, items)
+def report():
+    if spent["work"] is not None:
+        print(f"bench: work core-s {time.process_time() - spent['work']:.3f} embedding core-s {spent['embedding']:.3f}",
+              file=sys.stderr)
+dense.Embedder.encode, pipeline.Pipeline.process = timed_encode, timed_process
+atexit.register(report)
+from halucheck.cli import app
+app()
+"""
+
+
 def run_once(workdir: Path, mode: str, n_stubs: int, answers: int, args, corpus: Path, index: Path) -> dict:
     tag = f"{mode}-{n_stubs}"
     config = workdir / f"models-{tag}.yaml"
@@ -160,15 +219,23 @@ def run_once(workdir: Path, mode: str, n_stubs: int, answers: int, args, corpus:
     import shutil
 
     shutil.rmtree(out, ignore_errors=True)
-    cmd = [sys.executable, "-c", "from halucheck.cli import app; app()", "run", "-i", str(inp), "-o", str(out),
+    cmd = [sys.executable, "-c", RUN_TIMED, "run", "-i", str(inp), "-o", str(out),
            "--corpus", str(corpus), "--index", str(index), "--config", str(config), "--quiet"]
     if mode == "ray":
         cmd += ["--ray", "--shard-answers", str(args.shard_answers)]
+    if args.py_spy:  # sampled stacks of every thread of the run (py-spy's CPU then counts in core_s too)
+        cmd = ["py-spy", "record", "--threads", "--rate", "200", "--format", "raw", "-o",
+               str(args.py_spy.with_suffix(f".{tag}-{answers}.txt")), "--", *cmd]
     stubs = start_stubs(n_stubs, args.base_port, args.latency, args.capacity)
     try:
         t0 = time.perf_counter()
+        # the run's own CPU (user + sys of the `halucheck run` process; the stubs are not reaped yet, so their
+        # CPU is not in the children's figure)
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
         done = subprocess.run(cmd, capture_output=True, text=True, check=False)
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
         wall = time.perf_counter() - t0
+        core_s = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     finally:
         for p in stubs:
             p.kill()
@@ -187,7 +254,14 @@ def run_once(workdir: Path, mode: str, n_stubs: int, answers: int, args, corpus:
            "llm_calls": int(calls or 0), "run_wall_s": summary["wall_s"], "process_wall_s": round(wall, 1),
            "answers_per_s": round(answers / summary["wall_s"], 3),
            "calls_per_s": round((calls or 0) / summary["wall_s"], 2), "stub_capacity_calls_per_s": capacity_rps,
-           "stub_utilisation": round((calls or 0) / summary["wall_s"] / capacity_rps, 2)}
+           "stub_utilisation": round((calls or 0) / summary["wall_s"] / capacity_rps, 2),
+           "core_s": round(core_s, 2), "core_s_per_answer": round(core_s / answers, 4)}
+    timed = re.findall(r"bench: work core-s ([\d.]+) embedding core-s ([\d.]+)", done.stderr)
+    if timed and mode == "single":  # Ray's workers run the stages in processes of their own
+        work, embedding = map(float, timed[-1])
+        row |= {"work_core_s": work, "work_core_s_per_answer": round(work / answers, 4),
+                "embedding_core_s_per_answer": round(embedding / answers, 4),
+                "work_core_s_per_answer_without_embedding": round((work - embedding) / answers, 4)}
     print(json.dumps(row), flush=True)
     return row
 
@@ -212,9 +286,13 @@ def main() -> None:
     ap.add_argument("--capacity", type=int, default=4, help="requests a stub serves at once")
     ap.add_argument("--shard-answers", type=int, default=8)
     ap.add_argument("--base-port", type=int, default=8101)
+    ap.add_argument("--hashed-passages", action="store_true",
+                    help="build the index with hashed passage vectors (HashedPassages: seconds, not a quarter hour)")
+    ap.add_argument("--py-spy", type=Path, default=None,
+                    help="record every run's stacks with py-spy into files named after this path (raw format)")
     args = ap.parse_args()
     args.workdir.mkdir(parents=True, exist_ok=True)
-    corpus, index, args.texts = make_corpus(args.workdir, args.passages)
+    corpus, index, args.texts = make_corpus(args.workdir, args.passages, args.hashed_passages)
     rows = []
     for mode in args.mode.split(","):
         for n in [int(x) for x in args.stubs.split(",")]:
