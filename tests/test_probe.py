@@ -771,3 +771,15 @@ def test_train_and_eval_help_name_the_head_options():
     assert r.exit_code == 0 and "--head" in r.output
     r = CliRunner().invoke(app, ["train", "--help"])
     assert r.exit_code == 0 and "--name" in r.output and "--data" in r.output and "--every-chunk" in r.output
+
+
+def test_a_one_class_set_trains_but_does_not_vote_in_the_choice():
+    """A set of hallucinated items only (the D2C negatives) has no balanced accuracy of its own: its part is nan
+    and the choice is made on the mean of the other sets, not turned into nan."""
+    exs = synthetic(("a", "b", "c"))
+    only = [Example(f"d:{i}", "d", f"d:g{i}", True, e.chunks) for i, e in enumerate(synthetic(("d",), seed=3)) if e.label]
+    choices = training.choose(exs + only, N_LAYERS)
+    assert all(np.isfinite(c.score) for c in choices) and choices[0].score > 0.8
+    assert np.isnan(choices[0].figures["d"]["balacc"]) and choices[0].figures["all"]["n"] == len(exs) + len(only)
+    assert choices == sorted(choices, key=lambda c: -c.score)
+    assert SIGNAL_ROW in choices[0].layers
