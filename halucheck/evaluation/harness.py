@@ -173,7 +173,7 @@ def run_eval(
     cache lives when not in ``out`` (several runs sharing one, as the clean panel's do).
     """
     log = log or (lambda _m: None)
-    options = dataset_bibliography(datasets, verifier, options, Path(out), log)
+    options = dataset_bibliography(datasets, verifier, options, Path(out), log) or VerifierOptions()
     if cache and options.features is None:  # direct/probe keep their prompt passes in the model's feature store
         options = replace(options, features="default")
     options = replace(options, grade=False)  # severity is not scored here: no grading calls
