@@ -250,7 +250,8 @@ def test_unknown_verifier_suggests_a_name():
     with pytest.raises(ConfigError, match="Did you mean 'selfcheck'"):
         get_verifier("selfchek")
     assert set(VERIFIERS) == {"debate", "selfcheck", "selfcheck-3shot", "judge-likert", "prometheus", "lynx",
-                              "consistency", "collab-cal", "nli", "arith", "citation", "code", "program", "math", "source"}
+                              "consistency", "collab-cal", "nli", "direct", "probe", "arith", "citation", "code", "program",
+                              "math", "source"}
 
 
 # ---------------------------------------------------------------- nli
