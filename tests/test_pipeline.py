@@ -411,15 +411,19 @@ def test_run_with_a_judge_and_with_a_cascade(tmp_path, engine):
     assert all(c["verifier"] == "selfcheck" and len(c["chain"]) == 1 and c["chain"][0]["verifier"] == "selfcheck"
                for c in claims.values())
     berlin = claims["The Eiffel Tower is in Berlin."]
-    assert berlin["factuality"] is False and berlin["error_severity"] is None  # judges do not rate severity
+    # a claim the judge finds not factual is graded by one short call with the passages it read (this engine: 4)
+    assert berlin["factuality"] is False and berlin["error_severity"] == 4 and berlin["chain"][0]["error_severity"] == 4
     # closed-book (no evidence): drawn towards 0.5, 0.5 + 0.2 (p - 0.5)
     assert berlin["p_hallucinated"] == pytest.approx(0.598) and berlin["chain"][0]["opinion"] == "compared"
     assert claims["It was completed in 1889."]["p_hallucinated"] == pytest.approx(0.48)
     assert set(summary["stages"]) == {"claims", "queries", "selfcheck"}
     assert {r["id"]: r["hallucinated"] for r in results} == {"tower": True, "short": False, "chat": True}
-    # a judge rates no severity: the answers it finds hallucinated have none, not severity 0
-    assert {r["id"]: r["max_severity"] for r in results} == {"tower": None, "short": 0, "chat": None}
-    assert summary["severity_histogram"] == {"unrated": 2}
+    # a claim found factual is severity 0 without a call; every flagged claim was graded: a real histogram
+    assert all(c["error_severity"] == 0 for c in claims.values() if c["factuality"])
+    assert {r["id"]: r["max_severity"] for r in results} == {"tower": 4, "short": 0, "chat": 4}
+    assert summary["severity_histogram"] == {"4": 2}
+    severity_calls = [r for r in engine["engine"].requests if r.tag == "selfcheck:severity"]
+    assert len(severity_calls) == sum(not c["factuality"] for c in claims.values())
     assert "decided by selfcheck" in (tmp_path / "judge" / "report.html").read_text()
 
     # the cascade sends on only the claim selfcheck scored inside the band (0.4 in [0.2, 0.8])
@@ -432,7 +436,8 @@ def test_run_with_a_judge_and_with_a_cascade(tmp_path, engine):
     assert unsure["factuality"] is True and unsure["error_severity"] == 0  # the debate's verdict
     assert all(c["verifier"] == "selfcheck" for t, c in claims.items() if t != unsure["text"])
     assert summary["decided_by"] == {"selfcheck": len(claims) - 1, "debate": 1}
-    assert summary["stages"]["selfcheck"]["llm_calls"] == len(claims)
+    # a verdict call a claim, and a severity call for each of the two it finds not factual
+    assert summary["stages"]["selfcheck"]["llm_calls"] == len(claims) + 2
     # the debate's first agent is selfcheck's own request: its reply is reused, not asked again; Trust and
     # Skeptic quote no passage (void), so the standing verdict stays without a Leader call
     assert [t["role"] for t in unsure["chain"]] == ["initial", "initial", "skeptic", "trust", "leader"]

@@ -635,7 +635,7 @@ def test_unsupported_claims_are_graded_with_their_deciding_chunk(tiny, tmp_path)
     first, second = tiny.requests
     assert first.schema["properties"]["error_severity"]["enum"] == [1, 2, 3, 4, 5]
     assert chunks([e.text for e in a.evidence])[0].text in first.messages[-1]["content"]
-    assert "[statement]: The copper bridge was painted silver." in first.messages[-1]["content"]
+    assert "[text]: The copper bridge was painted silver." in first.messages[-1]["content"]
     assert "no document was given" in second.messages[-1]["content"]
     assert va.error_severity == 2 and va.chain[0].error_severity == 2 and va.chain[0].completion_tokens == 6
     assert vc.error_severity is None  # a failed grade leaves it unrated

@@ -176,7 +176,6 @@ def run_eval(
     options = dataset_bibliography(datasets, verifier, options, Path(out), log) or VerifierOptions()
     if cache and options.features is None:  # direct/probe keep their prompt passes in the model's feature store
         options = replace(options, features="default")
-    options = replace(options, grade=False)  # severity is not scored here: no grading calls
     v = get_verifier(verifier, options)
     v.check()
     for d in data:

@@ -76,10 +76,13 @@ class EvalVerifier:
 
 
 def get_verifier(name: str, options: VerifierOptions | None = None) -> EvalVerifier:
-    """The verifier (or cascade ``a,b``) registered as ``name``; a ConfigError with a suggestion otherwise."""
+    """The verifier (or cascade ``a,b``) registered as ``name``; a ConfigError with a suggestion otherwise. Severity
+    is not scored in eval: its verifiers make no grading calls."""
+    from dataclasses import replace
+
     from halucheck.verifiers import get_verifier as get
 
-    return EvalVerifier(get(name, options))
+    return EvalVerifier(get(name, replace(options or VerifierOptions(), grade=False)))
 
 
 VERIFIERS = available()  # the registered names, in order

@@ -2,7 +2,8 @@
 
 They are the debate's baselines in ``halucheck eval`` and cheaper verifiers (or a cascade's first stage)
 in ``halucheck run``. Each reads a claim with its evidence and returns a Verdict whose trace is one S0
-turn (its reasoning); they do not rate severity (``error_severity`` None). Scores, P(hallucinated):
+turn (its reasoning); a claim found factual has severity 0, one found not factual is graded 1-5 by one
+more short call (``verifiers/severity.py``; not in ``eval``, which does not score severity). Scores, P(hallucinated):
 
 - ``selfcheck``: the paper's Self-Check (0): zero-shot ``{"reasoning", "factuality"}``; from the
   probability p of the ``factuality`` token the model chose, when the engine returns logprobs:
@@ -158,6 +159,7 @@ class PromptJudge(Verifier):
     reasoning: str = "reasoning"  # the reply field shown as the turn's opinion
     logprobs: bool = False
     shots: bool = False
+    grades = True  # its verdicts get a severity (verifiers/severity.py); consistency's own loop does not use this
 
     def sampling(self, engines: "EnginePool | None") -> SamplingParams:
         base = SamplingParams(temperature=0.0, max_tokens=self.options.max_tokens)
@@ -211,6 +213,12 @@ class PromptJudge(Verifier):
                 v = verdict_from_score(self.name, hallucinated, score,
                                        _turn(self.name, res, getattr(reply, self.reasoning), hallucinated, score))
             out.append(v)
+        if self.options.grade and self.grades:  # severity for the flagged claims: one short call each
+            from halucheck.verifiers.severity import grade
+
+            grade(checks, out, engines, cost, lambda i, v: " ".join(passages(checks[i].claim, checks[i].evidence)),
+                  self.name)
+        for i, v in enumerate(out):  # each verdict is final (graded) when it is handed on
             if on_call is not None:
                 on_call(1)
             if on_verdict is not None:

@@ -65,11 +65,9 @@ def closest(parts: Sequence[Chunk], claim: str) -> int:
     return max(range(len(parts)), key=lambda i: (len(want & _words(parts[i].text)), -i))
 
 
-def messages(document: str, text: str, question: str | None = None, section: str | None = None) -> tuple[dict, ...]:
-    """The chat messages of one prompt pass: instructions, the document chunk, the statement and the question
-    (``section="severity"``: the grading call's)."""
+def messages(document: str, text: str, question: str | None = None) -> tuple[dict, ...]:
+    """The chat messages of one prompt pass: instructions, the document chunk, the statement and the question."""
     prompts = load_prompts("direct")
-    prompts = prompts[section] if section else prompts
     return ({"role": "system", "content": prompts["system"].render()},
             {"role": "user", "content": prompts["user"].render(document=document, question=question, text=text)})
 

@@ -11,12 +11,10 @@ chunk's (lowest P(hallucinated)), and the trace names that chunk and quotes its 
 from __future__ import annotations
 
 import time
-from dataclasses import replace
 from typing import TYPE_CHECKING, Sequence
 
 import numpy as np
 
-from halucheck.engines.base import Request, SamplingParams
 from halucheck.records import Check, Cost, Turn, Verdict
 from halucheck.verifiers.base import Verifier, closed_book, under_check, verdict_from_score
 from halucheck.verifiers.probe.features import Extractor, Features, extractor_for
@@ -31,8 +29,6 @@ ROLE = "initial"
 # over the 11 two-class training sets on dev (scripts/train_default_head.py fit; docs/trained-judge.md).
 DIRECT_THRESHOLD = 0.25
 SHOWN_CHARS = 400  # of the deciding chunk, in the trace
-SEVERITY_SCHEMA = {"type": "object", "properties": {"error_severity": {"type": "integer", "enum": [1, 2, 3, 4, 5]}},
-                   "required": ["error_severity"], "additionalProperties": False}
 
 
 def prompts_of(check: Check, only_closest: bool = False) -> tuple[list[Chunk], list[tuple[dict, ...]]]:
@@ -94,7 +90,9 @@ class ChunkJudge(Verifier):
         cost = Cost(claims=len(checks), llm_calls=extractor.passes - passes0, prompt_tokens=sum(f.tokens for f in features),
                     cached_tokens=extractor.reused_tokens - reused0)
         if self.options.grade:
-            self._grade(checks, out, engines, cost)
+            from halucheck.verifiers.severity import grade
+
+            grade(checks, out, engines, cost, lambda i, v: (v.chain[0].chunk or {}).get("text", ""), self.name)
         for i, (v, parts) in enumerate(zip(out, per_check)):  # each verdict is final (graded) when it is handed on
             if on_call is not None:
                 on_call(len(parts))
@@ -103,30 +101,6 @@ class ChunkJudge(Verifier):
         cost.wall_s = time.perf_counter() - t0
         self.costs = {self.name: cost}
         return out
-
-    def _grade(self, checks: Sequence[Check], verdicts: list[Verdict], engines: "EnginePool", cost: Cost) -> None:
-        """Severity 1-5 for each claim found unsupported: one constrained call with its deciding chunk (the seed
-        paper's scale); a failed call leaves the severity unrated."""
-        flagged = [i for i, v in enumerate(verdicts) if v.factuality is False]
-        if not flagged:
-            return
-        requests = []
-        for i in flagged:
-            turn = verdicts[i].chain[0]
-            doc = (turn.chunk or {}).get("text", "")
-            requests.append(Request(messages=messages(doc, under_check(checks[i].claim), checks[i].claim.question,
-                                                      section="severity"),
-                                    schema=SEVERITY_SCHEMA, sampling=SamplingParams(temperature=0.0, max_tokens=16),
-                                    tag=f"{self.name}:severity"))
-        results = engines.engine_for(ROLE).generate(requests)
-        cost.add_results(results)
-        for i, res in zip(flagged, results):
-            if res.ok and isinstance(res.parsed, dict):
-                v = verdicts[i]
-                v.error_severity = int(res.parsed["error_severity"])
-                v.chain[0] = replace(v.chain[0], error_severity=v.error_severity,
-                                     prompt_tokens=v.chain[0].prompt_tokens + res.prompt_tokens,
-                                     completion_tokens=res.completion_tokens)
 
     def _verdict(self, check: Check, parts: list[Chunk], best: int, p: float, feats: Sequence[Features]) -> Verdict:
         hallucinated = p >= self.threshold
