@@ -1,5 +1,7 @@
 """The trained judge's one report on the test splits: `direct`, `probe` (the shipped head) and `probe` fitted without
-the set it is scored on (the transfer figure), on the first N test items of each set, same model and evidence.
+the set it is scored on (the transfer figure), on N test items of each set (HaluEval-QA: the first N, which are
+right/hallucinated pairs; the others: a fixed balanced sample, as several sets' files are sorted by label), same
+model and evidence.
 
     python scripts/probe_report.py [-n 25] [--sets factcheck-gpt,wice=10,...] [--out runs/probe-report]
 
@@ -69,18 +71,21 @@ def main() -> None:
 
     limits = {s.split("=")[0]: int(s.split("=")[1]) if "=" in s else args.n for s in args.sets.split(",")}
     sets = list(limits)
+
+    def pick(name: str) -> dict:  # HaluEval-QA's first items are right/hallucinated pairs; other files are sorted
+        return {"limit": limits[name]} if name == "halueval-qa" else {"sample": limits[name]}
     settings = Settings.load(profile=args.profile)
     rows = []
     for name in sets:  # direct first: it computes the passes every head reads
         if not args.skip_direct:
-            r = run_eval([name], "direct", settings, args.out / f"direct-{name}", split="test", limit=limits[name],
+            r = run_eval([name], "direct", settings, args.out / f"direct-{name}", split="test", **pick(name),
                          log=lambda s: print(s, file=sys.stderr))
             rows.append(("direct", name, r.metrics))
     heads = held_out_heads(sets, args.profile, args.out / "heads")
     for name in sets:
         for label, head in (("probe", None), ("probe, without its set", str(heads[name]))):
             r = run_eval([name], "probe", settings, args.out / f"{label.split(',')[0]}{'-lodo' if head else ''}-{name}",
-                         split="test", limit=limits[name], options=VerifierOptions(head=head), label=label)
+                         split="test", **pick(name), options=VerifierOptions(head=head), label=label)
             rows.append((label, name, r.metrics))
     print("| verifier | set | n | BalAcc | AUROC | ECE | s/claim |\n|---|---|---|---|---|---|---|")
     for label, name, m in rows:

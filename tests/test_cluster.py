@@ -103,7 +103,7 @@ def test_a_shard_seeded_from_a_run_and_merged_back_replaces_only_its_items(tmp_p
         store.write_shard(tmp_path / "shard.duckdb", [0, 1])
         seeded = table_counts(tmp_path / "shard.duckdb")
         assert seeded["items"] == 2 and seeded["claims"] == 4 and seeded["verdicts"] == 4
-        assert seeded["evidence"] > 0 and seeded["queries"] == 8
+        assert seeded["evidence"] > 0 and seeded["queries"] == 4  # no corpus: each claim's own words, no model query
         # the shard's verdict changed, as a worker would change it: merged, it replaces the run's
         shard = RunStore(tmp_path / "shard.duckdb")
         shard.query("UPDATE verdicts SET error_severity = 5")
@@ -170,18 +170,18 @@ def test_a_worker_killed_mid_shard_is_retried_and_nothing_is_stored_twice(tmp_pa
     monkeypatch.setenv("HALUCHECK_EMBED_MODEL", "fake")
     alone = run(tmp_path, "alone")
     marker, log = tmp_path / "crashed", tmp_path / "calls.jsonl"
-    # the worker dies on its 26th request: in its first shard's verdicts (5 answers: 5 filter, 10 extract
-    # and 10 query requests come first), after the claims and the evidence were written
+    # the worker dies on its 16th request: in its first shard's verdicts (5 answers: 5 filter and 10 extract
+    # requests come first; no corpus, so no query is written), after the claims and the evidence were written
     sharded = run(tmp_path, "sharded", ClusterOptions(shard_answers=5, workers=1),
-                  crash_marker=str(marker), crash_after=26, call_log=str(log))
+                  crash_marker=str(marker), crash_after=16, call_log=str(log))
     assert marker.exists()  # the worker did die
     assert sharded == alone
     assert table_counts(tmp_path / "sharded" / "run.duckdb") == table_counts(tmp_path / "alone" / "run.duckdb")
     # the retry reopened the shard's database: what it had finished was not asked again, only its verdicts
     calls = [json.loads(line) for line in log.read_text().splitlines()]
-    for stage in ("claims:extract", "claims:queries"):
-        prompts = [c["prompt"] for c in calls if c["tag"] == stage]
-        assert len(prompts) == len(set(prompts)) == 2 * len(ANSWERS)
+    prompts = [c["prompt"] for c in calls if c["tag"] == "claims:extract"]
+    assert len(prompts) == len(set(prompts)) == 2 * len(ANSWERS)
+    assert not [c for c in calls if c["tag"] == "claims:queries"]
     verdicts = [c["prompt"] for c in calls if c["tag"] == "eval:selfcheck"]
     assert len(verdicts) == 2 * len(ANSWERS) + 10  # the first shard's 10 asked twice
 

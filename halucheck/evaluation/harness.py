@@ -159,6 +159,7 @@ def run_eval(
     calibration: str | Path | None | bool = None,
     skip: int = 0,
     replies: str | Path | None = None,
+    sample: int | None = None,
 ) -> EvalResult:
     """Run ``verifier`` on ``datasets`` and write the run folder ``out``; returns its metrics.
 
@@ -170,7 +171,9 @@ def run_eval(
     ``skip``: leave out the first ``skip`` items of each named set's split (items a run before has seen).
     ``calibration``: which calibrator's effect to report (:func:`halucheck.verifiers.calibration.resolve`: None the
     stored unnamed one, else a name or a file); False none (a run that fits one). ``replies``: where the reply
-    cache lives when not in ``out`` (several runs sharing one, as the clean panel's do).
+    cache lives when not in ``out`` (several runs sharing one, as the clean panel's do). ``sample``: instead of the
+    split's first items, a fixed sample of this many per named set, classes balanced, at most 4 of a source group
+    (:func:`halucheck.evaluation.heads.sample`: the same items every time; for sets whose files are sorted by label).
     """
     log = log or (lambda _m: None)
     options = dataset_bibliography(datasets, verifier, options, Path(out), log) or VerifierOptions()
@@ -180,7 +183,12 @@ def run_eval(
     v.check()
     for d in data:
         d.require_items()
-    items = load_items(datasets, split, limit, skip) if datasets or not data else []
+    if sample:
+        from halucheck.evaluation.heads import sample as balanced
+
+        items = [it for name in datasets for it in balanced(load(name, split), sample)]
+    else:
+        items = load_items(datasets, split, limit, skip) if datasets or not data else []
     items += [it for d in data for it in d.items]
     names = [*datasets, *(d.name for d in data)]
     # what every verifier is shown: the top sentences of the evidence; a verifier that reads it all, chunked, the whole
