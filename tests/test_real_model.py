@@ -92,6 +92,8 @@ def test_check_with_the_default_verifier_end_to_end(model_ready):
     assert out["verifier"] == "selfcheck" and len(out["chain"]) == 1 and out["chain"][0]["opinion"].strip()
     assert out["factuality"] in (True, False) and 0.0 <= out["p_hallucinated"] <= 1.0
     assert (out["p_hallucinated"] <= 0.5) if out["factuality"] else (out["p_hallucinated"] >= 0.5)
+    # severity: 0 when factual; a claim found not factual is graded 1-5 by one short constrained call
+    assert out["error_severity"] == 0 if out["factuality"] else out["error_severity"] in (1, 2, 3, 4, 5)
 
 
 def test_check_debate_end_to_end(model_ready):
