@@ -16,7 +16,6 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from pathlib import Path
 
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 

@@ -148,7 +148,7 @@ def direct_figures(exs) -> tuple[dict, float]:
     balanced accuracy over the sets (searched on a grid), and that threshold."""
     import numpy as np
 
-    from halucheck.verifiers.probe.training import parts, per_part
+    from halucheck.verifiers.probe.training import per_part
 
     p = np.array([1.0 - e.representative.p_supported for e in exs])
     best, best_t = -1.0, 0.5

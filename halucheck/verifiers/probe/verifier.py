@@ -78,7 +78,7 @@ class ChunkJudge(Verifier):
             parts, prompts = prompts_of(c)
             per_check.append(parts)
             flat += prompts
-        passes0, computed0, reused0 = extractor.passes, extractor.computed_tokens, extractor.reused_tokens
+        passes0, reused0 = extractor.passes, extractor.reused_tokens
         features = extractor.features(flat, self.progress)
         scores = self.chunk_scores(features, extractor) if features else np.zeros(0)
         out, at = [], 0
