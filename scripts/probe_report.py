@@ -30,11 +30,10 @@ def held_out_heads(sets: list[str], profile: str, folder: Path) -> dict[str, Pat
     """A head per set, fitted on the dev examples of every other family, with the shipped head's choice."""
     from halucheck.config import Settings
     from halucheck.engines.pool import EnginePool
-    from halucheck.evaluation.heads import gather
-    from halucheck.evaluation.verifiers import check_of
+    from halucheck.evaluation.heads import gather, item_examples
     from halucheck.verifiers.probe.features import FeatureStore, default_store, extractor_for
     from halucheck.verifiers.probe.head import resolve
-    from halucheck.verifiers.probe.training import Choice, examples, fit
+    from halucheck.verifiers.probe.training import Choice, fit
     from train_default_head import TRAIN_SETS
 
     settings = Settings.load(profile=profile)
@@ -44,9 +43,7 @@ def held_out_heads(sets: list[str], profile: str, folder: Path) -> dict[str, Pat
         ex.store = FeatureStore(default_store(ex.model_id))
         shipped = resolve(None, ex.model_id)
         data = gather(list(TRAIN_SETS), [], TRAIN_SETS)
-        items = data.items
-        exs = examples([check_of(it) for it in items], [it.label for it in items], [it.id for it in items],
-                       [it.dataset for it in items], [it.group for it in items], ex)
+        exs = item_examples(data.items, ex)
         if ex.passes:
             print(f"note: {ex.passes} training passes were not in the store (extract first)", file=sys.stderr)
         choice = Choice(shipped.layers, shipped.meta["C"], {})

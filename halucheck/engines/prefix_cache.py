@@ -96,7 +96,8 @@ def group_of(request) -> str | None:
     return STAGE + hashlib.sha256(str(first.get("content", "")).encode()).hexdigest()[:16]
 
 
-def _common(a: Sequence[int], b: Sequence[int]) -> int:
+def common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
+    """How many leading tokens ``a`` and ``b`` share."""
     return len(os.path.commonprefix([list(a), list(b)]))
 
 
@@ -130,7 +131,7 @@ class PrefixCache:
         is what the group's calls have in common) and the part cut off becomes an extension.
         """
         entry = self.entries.get(group)
-        n = min(_common(entry.tokens, ids), len(ids) - 1) if entry is not None else 0
+        n = min(common_prefix(entry.tokens, ids), len(ids) - 1) if entry is not None else 0
         if n < self.min_tokens:
             self.misses += 1
             return None
@@ -141,7 +142,7 @@ class PrefixCache:
                 entry.extensions.append(tail)
             self.bytes += entry.nbytes - before
         rest = ids[n : len(ids) - 1]
-        ext, m = max(((e, _common(e.tokens, rest)) for e in entry.extensions), key=lambda p: p[1],
+        ext, m = max(((e, common_prefix(e.tokens, rest)) for e in entry.extensions), key=lambda p: p[1],
                      default=(None, 0))
         if m < self.min_tokens:
             ext, m = None, 0
@@ -171,7 +172,7 @@ class PrefixCache:
         entry = self.entries.get(group)
         return (entry is not None and not group.startswith(STAGE) and len(tokens) >= self.min_tokens
                 and list(start) == entry.tokens
-                and not any(_common(e.tokens, tokens) == len(tokens) for e in entry.extensions))
+                and not any(common_prefix(e.tokens, tokens) == len(tokens) for e in entry.extensions))
 
     def extend(self, group: str, start: Sequence[int], tokens: Sequence[int], layers: list[tuple[Any, Any]]) -> None:
         """Keep ``tokens`` (what followed ``start`` in one call) and their KV as an extension of the group,
@@ -201,4 +202,4 @@ class PrefixCache:
             self.bytes -= entry.nbytes
 
 
-__all__ = ["Entry", "Hit", "MAX_EXTENSIONS", "MIN_SHARED_TOKENS", "PrefixCache", "STAGE", "group_of"]
+__all__ = ["Entry", "Hit", "MAX_EXTENSIONS", "MIN_SHARED_TOKENS", "PrefixCache", "STAGE", "common_prefix", "group_of"]

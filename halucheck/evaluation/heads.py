@@ -98,10 +98,9 @@ def train(settings, datasets: Sequence[str], files: Sequence[Path], name: str, p
           log: Callable[[str], None] = print, direct_threshold: bool = False) -> tuple[Path, dict]:
     """Fit and save a head; returns its path and provenance."""
     from halucheck.engines.pool import EnginePool
-    from halucheck.evaluation.verifiers import check_of
     from halucheck.verifiers.probe.features import FeatureStore, default_store, extractor_for
     from halucheck.verifiers.probe.head import heads_dir
-    from halucheck.verifiers.probe.training import check_labels, examples, fit
+    from halucheck.verifiers.probe.training import check_labels, fit
 
     data = gather(datasets, files, per_set)
     exs_items = data.items
@@ -112,9 +111,7 @@ def train(settings, datasets: Sequence[str], files: Sequence[Path], name: str, p
         store = FeatureStore(store_path or default_store(model))
         probe.store = store
         log(f"{len(exs_items)} labelled items from {len(data.sources)} set(s); model {model}; features in {store.path}")
-        exs = examples([check_of(it) for it in exs_items], [it.label for it in exs_items], [it.id for it in exs_items],
-                       [it.dataset for it in exs_items], [it.group for it in exs_items], probe,
-                       Progress("features"), every_chunk=every_chunk)
+        exs = item_examples(exs_items, probe, Progress("features"), every_chunk=every_chunk)
         n_layers = int(engine_layers(probe))
     check_labels(exs)
     head, choice = fit(exs, model, n_layers, name, log=log)
@@ -124,6 +121,17 @@ def train(settings, datasets: Sequence[str], files: Sequence[Path], name: str, p
         head.meta["direct"], head.meta["direct_threshold"] = direct_figures(exs)
     path = head.save(out or heads_dir() / f"{name}.npz")
     return path, head.meta
+
+
+def item_examples(items: Sequence[EvalItem], extractor, progress=None, every_chunk: bool = False):
+    """Labelled items as training examples: the features of their evidence's chunks (from the store where it has
+    them; :func:`halucheck.verifiers.probe.training.examples`)."""
+    from halucheck.evaluation.verifiers import check_of
+    from halucheck.verifiers.probe.training import examples
+
+    return examples([check_of(it) for it in items], [it.label for it in items], [it.id for it in items],
+                    [it.dataset for it in items], [it.group for it in items], extractor, progress,
+                    every_chunk=every_chunk)
 
 
 def add_intervals(figures: dict, exs, z, threshold: float = 0.0, n_boot: int = 1000) -> None:
@@ -164,4 +172,4 @@ def engine_layers(extractor) -> int:
     return extractor.engine.hf_model.config.num_hidden_layers
 
 
-__all__ = ["PER_GROUP", "TrainingData", "add_intervals", "gather", "panel_ids", "sample", "train"]
+__all__ = ["PER_GROUP", "TrainingData", "add_intervals", "gather", "item_examples", "panel_ids", "sample", "train"]

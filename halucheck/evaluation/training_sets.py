@@ -70,8 +70,8 @@ def _pairs(file: str, dataset: str, evidence_key: str, right_key: str, wrong_key
             right, wrong = r[right_key], r[wrong_key]
             if not _matched(right, wrong):
                 continue
+            question = r.get(question_key) if question_key else None
             for kind, text, label in (("right", right, False), ("hallucinated", wrong, True)):
-                question = r.get(question_key) if question_key else None
                 yield EvalItem(id=f"{dataset}:{pos}:{kind}", dataset=dataset, claim=text, label=label,
                                group=f"{dataset}:{pos}", position=pos, question=question or None,
                                evidence=[r[evidence_key]], meta={"kind": kind, "chars": len(text)})

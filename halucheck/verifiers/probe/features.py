@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Callable, Sequence
 
 import numpy as np
 
+from halucheck.engines.prefix_cache import common_prefix
 from halucheck.errors import ConfigError
 from halucheck.store.features import FeatureRow, FeatureStore
 from halucheck.verifiers.probe.prompt import RECIPE
@@ -81,7 +82,7 @@ def default_store(model_id: str) -> Path:
     return user_cache_dir() / "features" / f"{model_id.replace('@', '-')}.sqlite"
 
 
-def _unwrapped(engine: "Engine") -> "Engine":
+def unwrapped(engine: "Engine") -> "Engine":
     while hasattr(engine, "inner"):
         engine = engine.inner
     return engine
@@ -90,7 +91,7 @@ def _unwrapped(engine: "Engine") -> "Engine":
 def extractor_for(engine: "Engine", store: FeatureStore | None = None, purpose: str = "-v probe") -> "Extractor":
     """The :class:`Extractor` on ``engine``'s model; ConfigError in one line when the engine cannot give hidden
     states (a server)."""
-    inner = _unwrapped(engine)
+    inner = unwrapped(engine)
     if not hasattr(inner, "hf_model"):
         raise ConfigError(
             f"{purpose} reads the model's hidden states, which only the embedded transformers engine gives; the "
@@ -158,12 +159,7 @@ class Extractor:
             past, start = None, 0
             if self._last is not None:
                 prev_ids, prev_kv = self._last
-                common = 0
-                for a, b in zip(prev_ids, ids):
-                    if a != b:
-                        break
-                    common += 1
-                common = min(common, len(ids) - 1)
+                common = min(common_prefix(prev_ids, ids), len(ids) - 1)
                 if common >= MIN_REUSE:
                     past = copy.deepcopy(prev_kv)
                     past.crop(common - past.get_seq_length())  # a negative count: the tokens to drop
@@ -188,4 +184,4 @@ class Extractor:
         self._last = None
 
 
-__all__ = ["Extractor", "FeatureStore", "Features", "default_store", "extractor_for", "model_identity"]
+__all__ = ["Extractor", "FeatureStore", "Features", "default_store", "extractor_for", "model_identity", "unwrapped"]

@@ -101,6 +101,13 @@ def heads_dir() -> Path:
     return user_cache_dir() / "heads"
 
 
+def head_path(name: str) -> Path:
+    """The file of the head called ``name``: the path itself when it is a .npz file or exists, else the head saved
+    under that name by ``halucheck train`` (``heads_dir()/NAME.npz``)."""
+    path = Path(name)
+    return path if path.suffix == ".npz" or path.exists() else heads_dir() / f"{name}.npz"
+
+
 def shipped_path(model_name: str) -> Path:
     return Path(str(resources.files("halucheck.verifiers.probe").joinpath("heads", f"{model_name}.npz")))
 
@@ -115,12 +122,10 @@ def resolve(name: str | None, model_id: str) -> Head:
             raise ConfigError(f"no head is shipped for {model_name}; fit one with `halucheck train --name NAME` and "
                               f"pass --head NAME, or use -p cpu-1.5b")
         return Head.load(path, model_id)
-    path = Path(name)
-    if path.suffix != ".npz" and not path.exists():
-        path = heads_dir() / f"{name}.npz"
-        if not path.exists():
-            raise ConfigError(f"no head called {name!r} in {heads_dir()}; fit it with `halucheck train --name {name}`")
+    path = head_path(name)
+    if path == heads_dir() / f"{name}.npz" and not path.exists():
+        raise ConfigError(f"no head called {name!r} in {heads_dir()}; fit it with `halucheck train --name {name}`")
     return Head.load(path, model_id)
 
 
-__all__ = ["Head", "SHIPPED", "heads_dir", "resolve", "shipped_path"]
+__all__ = ["Head", "SHIPPED", "head_path", "heads_dir", "resolve", "shipped_path"]

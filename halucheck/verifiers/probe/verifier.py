@@ -17,7 +17,7 @@ import numpy as np
 
 from halucheck.records import Check, Cost, Turn, Verdict
 from halucheck.verifiers.base import Verifier, closed_book, under_check, verdict_from_score
-from halucheck.verifiers.probe.features import Extractor, Features, extractor_for
+from halucheck.verifiers.probe.features import Extractor, Features, extractor_for, unwrapped
 from halucheck.verifiers.probe.prompt import Chunk, chunks, closest, messages
 
 if TYPE_CHECKING:
@@ -54,10 +54,7 @@ class ChunkJudge(Verifier):
 
     def extractor(self, engines: "EnginePool") -> Extractor:
         engine = engines.engine_for(ROLE)
-        inner = engine
-        while hasattr(inner, "inner"):
-            inner = inner.inner
-        if self._extractor is None or self._extractor.engine is not inner:
+        if self._extractor is None or self._extractor.engine is not unwrapped(engine):
             self._extractor = extractor_for(engine, purpose=f"-v {self.name}")
             where = self.options.features
             if where:
@@ -154,14 +151,11 @@ class Probe(ChunkJudge):
 
     def check(self) -> None:
         """A named head that does not exist is an error before any work (the model is not known yet)."""
-        from halucheck.verifiers.probe.head import Head, heads_dir
+        from halucheck.verifiers.probe.head import SHIPPED, Head, head_path
 
         name = self.options.head
-        if name and name != "default":
-            from pathlib import Path
-
-            path = Path(name) if Path(name).suffix == ".npz" or Path(name).exists() else heads_dir() / f"{name}.npz"
-            Head.load(path)  # ConfigError in one line: missing, not a head, or another recipe
+        if name and name != SHIPPED:
+            Head.load(head_path(name))  # ConfigError in one line: missing, not a head, or another recipe
 
     def chunk_scores(self, features, extractor) -> np.ndarray:
         return self.head(extractor).p_hallucinated(features)
