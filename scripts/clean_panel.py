@@ -149,6 +149,10 @@ def main() -> None:
     m.add_argument("runs", nargs="+")
     k = sub.add_parser("store-baseline", help="keep a run's verdicts as the baseline file")
     k.add_argument("name")
+    c = sub.add_parser("ship-calibrator", help="fit the calibrator the package ships for a verifier and model on "
+                       "a panel run's (or a stored baseline's) scores: what runs use when the user stored none")
+    c.add_argument("run", help="a run name under runs/panel, or a baseline file")
+    c.add_argument("-p", "--profile", default="cpu-1.5b", help="the profile the run was scored on (names the model)")
     args = ap.parse_args()
 
     if args.cmd == "build":
@@ -184,6 +188,9 @@ def main() -> None:
         print(f"wrote {len(rows)} verdicts of {args.name} to {path}")
         return
 
+    if args.cmd == "ship-calibrator":
+        _ship_calibrator(_path(args.run), args.profile)
+        return
     without = {w for w in args.without.split(",") if w}
     with_ = {w for w in args.with_.split(",") if w}
     bad = (without - set(SWITCHES)) | (with_ - {"json", "rule", "reminder"})
@@ -212,6 +219,29 @@ def main() -> None:
     print(f"{args.name}: {result.items} items; cost {json.dumps(cost)}")
     if args.baseline:
         _compare(out, _path(args.baseline), args.n_boot)
+
+
+def _ship_calibrator(run: Path, profile: str) -> None:
+    """Fit on the panel's dev items (labels read from the datasets: a baseline file holds none) and write the
+    package's calibrator for the run's verifier and the profile's model. No undecided band: a default that left
+    most claims undecided would hide the verdicts; a user who wants one fits it with `halucheck calibrate`."""
+    from halucheck.config import Settings
+    from halucheck.verifiers import calibration
+    from halucheck.verifiers.calibration.store import shipped_path
+
+    rows = _rows(run) if run.is_dir() else _baseline(run)
+    verifier = (json.loads((run / "metrics.json").read_text())["settings"]["verifier"] if run.is_dir()
+                else run.stem.removeprefix("baseline-").removesuffix(f"-{profile}"))
+    labels = {it.id: it.label for it in panel.load_panel()}
+    ids = [i for i, r in rows.items() if i in labels and r.get("score") is not None]
+    model = Settings.load(profile=profile).profiles[profile].model
+    cal = calibration.fit([rows[i]["score"] for i in ids], [labels[i] for i in ids], verifier=verifier,
+                          profile=profile, model=model, split="dev", min_accuracy=None,
+                          datasets=sorted({rows[i]["dataset"] for i in ids}), files=[str(run)])
+    path = shipped_path(verifier, model)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(cal.to_json(), encoding="utf-8")
+    print(f"{cal.summary()}\nwrote {path} ({len(ids)} panel items of {run})")
 
 
 def _path(name: str) -> Path:

@@ -62,7 +62,17 @@ def main() -> None:
     ap.add_argument("--profile", default="cpu-1.5b")
     ap.add_argument("--out", type=Path, default=Path("runs/probe-report"))
     ap.add_argument("--skip-direct", action="store_true", help="the direct runs exist already")
+    ap.add_argument("--selfcheck", action="store_true",
+                    help="also run the reasoning judge `selfcheck` on the same items (decodes: the slow part)")
+    ap.add_argument("--only-selfcheck", action="store_true", help="only the selfcheck runs (the others exist)")
+    ap.add_argument("--summary", type=Path, nargs="+", metavar="DIR",
+                    help="run nothing: read the run folders under these DIRs and print, per verifier, the mean "
+                         "BalAcc over sets, pooled AUROC and ECE, s/claim, and each verifier's paired difference "
+                         "from selfcheck, all with 95 %% bootstrap intervals")
     args = ap.parse_args()
+    if args.summary:
+        summary(args.summary)
+        return
     from halucheck.config import Settings, VerifierOptions
     from halucheck.evaluation.harness import run_eval
 
@@ -73,17 +83,120 @@ def main() -> None:
         return {"limit": limits[name]} if name == "halueval-qa" else {"sample": limits[name]}
     settings = Settings.load(profile=args.profile)
     rows = []
-    for name in sets:  # direct first: it computes the passes every head reads
+    if args.selfcheck or args.only_selfcheck:  # one set at a time, its replies cached: a killed run resumes
+        for name in sets:
+            r = run_eval([name], "selfcheck", settings, args.out / f"selfcheck-{name}", split="test", **pick(name),
+                         log=lambda s: print(s, file=sys.stderr))
+            rows.append(("selfcheck", name, r.metrics))
+            table(rows[-1:])
+    for name in ([] if args.only_selfcheck else sets):  # direct first: it computes the passes every head reads
         if not args.skip_direct:
             r = run_eval([name], "direct", settings, args.out / f"direct-{name}", split="test", **pick(name),
                          log=lambda s: print(s, file=sys.stderr))
             rows.append(("direct", name, r.metrics))
-    heads = held_out_heads(sets, args.profile, args.out / "heads")
-    for name in sets:
+    heads = held_out_heads(sets, args.profile, args.out / "heads") if not args.only_selfcheck else {}
+    for name in ([] if args.only_selfcheck else sets):
         for label, head in (("probe", None), ("probe, without its set", str(heads[name]))):
             r = run_eval([name], "probe", settings, args.out / f"{label.split(',')[0]}{'-lodo' if head else ''}-{name}",
                          split="test", **pick(name), options=VerifierOptions(head=head), label=label)
             rows.append((label, name, r.metrics))
+    table(rows)
+    (args.out / ("rows-selfcheck.json" if args.only_selfcheck else "rows.json")).write_text(
+        json.dumps([[l, n, m] for l, n, m in rows], default=str, indent=1))
+
+
+KINDS = {"selfcheck": "selfcheck", "selfcheck-cal": "selfcheck, its shipped calibrator", "direct": "direct",
+         "probe": "probe", "probe-lodo": "probe, without its set"}
+
+
+def summary(dirs: list[Path], n_boot: int = 1000, seed: int = 0) -> None:
+    """Per verifier over the sets every verifier was run on: mean BalAcc over sets (each set resampled by group,
+    the same resamples for every verifier), pooled AUROC and ECE, seconds a claim; and the paired difference of
+    each verifier's mean BalAcc from selfcheck's."""
+    import numpy as np
+
+    from halucheck.evaluation.metrics import auroc, balanced_accuracy, ece, percentile_ci
+
+    runs: dict[str, dict[str, tuple[list[dict], float]]] = {}
+    for d in dirs:
+        for folder in sorted(p for p in d.iterdir() if (p / "predictions.jsonl").is_file()):
+            kind = next((k for k in sorted(KINDS, key=len, reverse=True) if folder.name.startswith(k + "-")), None)
+            if kind is None:
+                continue
+            name = folder.name[len(kind) + 1:]
+            wall = json.loads((folder / "metrics.json").read_text())["cost"].get("wall_time_s") or float("nan")
+            if name in runs.get(kind, {}):  # the first folder given wins; a pass is timed where it was computed,
+                rows, was = runs[kind][name]  # the slowest run of the same items (the later ones read the store)
+                runs[kind][name] = (rows, max(was, wall))
+                continue
+            rows = [json.loads(line) for line in (folder / "predictions.jsonl").read_text().splitlines() if line]
+            runs.setdefault(kind, {})[name] = (sorted(rows, key=lambda r: r["id"]), wall)
+    if "selfcheck" in runs:  # the same verdicts, P(hallucinated) through the calibrator the package ships (dev-fitted)
+        from halucheck.config import Settings
+        from halucheck.verifiers.calibration.store import shipped
+
+        cal, _ = shipped("selfcheck", Settings.load(profile="cpu-1.5b").profiles["cpu-1.5b"].model)
+        if cal is not None:
+            runs["selfcheck-cal"] = {name: ([{**r, "score": cal.apply(r["score"])} for r in rows], wall)
+                                     for name, (rows, wall) in runs["selfcheck"].items()}
+    sets = sorted(set.intersection(*(set(v) for v in runs.values())))
+    for name in sets:
+        ids = {kind: [r["id"] for r in v[name][0]] for kind, v in runs.items()}
+        if len({tuple(x) for x in ids.values()}) > 1:
+            sys.exit(f"{name}: the verifiers' runs hold different items ({', '.join(f'{k} {len(v)}' for k, v in ids.items())})")
+    if not sets:
+        sys.exit("no set was run by every verifier under " + ", ".join(map(str, dirs)))
+    rng = np.random.default_rng(seed)
+    resamples = {}  # set -> list of index arrays, resampling whole groups (the items' order is the same in every run)
+    for name in sets:
+        groups = [r["group"] for r in runs["selfcheck" if "selfcheck" in runs else next(iter(runs))][name][0]]
+        keys = sorted(set(groups))
+        members = {g: [i for i, x in enumerate(groups) if x == g] for g in keys}
+        resamples[name] = [np.array([i for g in rng.choice(len(keys), len(keys)) for i in members[keys[g]]])
+                           for _ in range(n_boot)]
+
+    def arrays(kind: str, name: str):
+        rows = runs[kind][name][0]
+        return (np.array([r["label"] for r in rows], bool), np.array([r["prediction"] for r in rows], bool),
+                np.array([r["score"] for r in rows], float))
+
+    def mean_balacc(kind: str, b: int | None) -> float:
+        vals = []
+        for name in sets:
+            y, p, s = arrays(kind, name)
+            i = resamples[name][b] if b is not None else slice(None)
+            vals.append(balanced_accuracy(y[i], p[i], s[i]))
+        return float(np.nanmean(vals))
+
+    def pooled(kind: str, fn) -> tuple[float, float, float]:
+        ys, ps, ss = zip(*(arrays(kind, n) for n in sets))
+        y, p, s = np.concatenate(ys), np.concatenate(ps), np.concatenate(ss)
+        offsets = np.cumsum([0] + [len(a) for a in ys])
+        boots = [np.concatenate([resamples[n][b] + offsets[k] for k, n in enumerate(sets)]) for b in range(n_boot)]
+        lo, hi = percentile_ci([fn(y[i], p[i], s[i]) for i in boots])
+        return fn(y, p, s), lo, hi
+
+    n = sum(len(runs[next(iter(runs))][name][0]) for name in sets)
+    print(f"{len(sets)} sets, {n} items: {', '.join(sets)}")
+    print("| verifier | mean BalAcc over sets | minus selfcheck's | pooled AUROC | pooled ECE | s/claim |")
+    print("|---|---|---|---|---|---|")
+    for kind in [k for k in KINDS if k in runs]:
+        boot = [mean_balacc(kind, b) for b in range(n_boot)]
+        lo, hi = percentile_ci(boot)
+        diff = "–"
+        if "selfcheck" in runs and kind != "selfcheck":
+            d = [x - mean_balacc("selfcheck", b) for b, x in enumerate(boot)]
+            dlo, dhi = percentile_ci(d)
+            diff = f"{mean_balacc(kind, None) - mean_balacc('selfcheck', None):+.3f} [{dlo:+.3f}, {dhi:+.3f}]"
+        a, e = pooled(kind, auroc), pooled(kind, ece)
+        # the heads read the passes `direct` computed (same prompt, same store): their cost is direct's plus their own
+        secs = sum(runs[kind][name][1] + (runs["direct"][name][1] if kind.startswith("probe") and "direct" in runs
+                                          else 0) for name in sets) / n
+        print(f"| {KINDS[kind]} | {mean_balacc(kind, None):.3f} [{lo:.3f}, {hi:.3f}] | {diff} | "
+              f"{a[0]:.3f} [{a[1]:.3f}, {a[2]:.3f}] | {e[0]:.3f} [{e[1]:.3f}, {e[2]:.3f}] | {secs:.1f} |")
+
+
+def table(rows: list) -> None:
     print("| verifier | set | n | BalAcc | AUROC | ECE | s/claim |\n|---|---|---|---|---|---|---|")
     for label, name, m in rows:
         ds = m["results"][name]
@@ -92,8 +205,7 @@ def main() -> None:
             return "–" if v.get("value") is None else f"{v['value']:.3f} [{v['ci_low']:.3f}, {v['ci_high']:.3f}]"
         wall = m["cost"].get("wall_time_s")
         print(f"| {label} | {name} | {ds['n']} | {f('balanced_accuracy')} | {f('auroc')} | {f('ece')} | "
-              f"{wall / ds['n'] if wall and ds['n'] else float('nan'):.2f} |")
-    (args.out / "rows.json").write_text(json.dumps([[l, n, m] for l, n, m in rows], default=str, indent=1))
+              f"{wall / ds['n'] if wall and ds['n'] else float('nan'):.2f} |", flush=True)
 
 
 if __name__ == "__main__":

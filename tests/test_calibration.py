@@ -500,7 +500,9 @@ def test_resolve_takes_a_name_or_a_file_checked_for_verifier_and_model(tmp_path)
     # a file fitted on another profile of the same model is taken (its description names the profile)
     got, path = cal.resolve("selfcheck", "cpu-1.5b", c.model, str(f), root=tmp_path / "store")
     assert got == c and path == f and "selfcheck/vllm-1.5b" in got.describe()
-    assert cal.resolve("selfcheck", "cpu-1.5b", c.model, None, root=tmp_path / "store") == (None, None)
+    # none stored for this profile: the package's for this verifier and model (none for another model)
+    assert cal.resolve("selfcheck", "cpu-1.5b", c.model, None, root=tmp_path / "store") == cal.shipped("selfcheck", c.model)
+    assert cal.resolve("selfcheck", "cpu-1.5b", "m2", None, root=tmp_path / "store") == (None, None)
     assert cal.resolve("selfcheck", "vllm-1.5b", c.model, None, root=tmp_path / "store") == (
         c, cal.calibration_path("selfcheck", "vllm-1.5b", tmp_path / "store"))
     with pytest.raises(ConfigError, match="fitted on model qwen2.5-coder-1.5b-instruct, this run uses model m2"):
@@ -515,6 +517,24 @@ def test_resolve_takes_a_name_or_a_file_checked_for_verifier_and_model(tmp_path)
     d = json.loads(c.to_json())
     del d["name"]
     assert Calibrator.from_dict(d) == c
+
+
+def test_the_shipped_calibrator_is_the_default_one_and_none_turns_it_off(tmp_path):
+    from halucheck.config import Settings
+
+    model = Settings.load().profile_for("initial").model  # the default profile's
+    shipped, path = cal.shipped("selfcheck", model)
+    assert shipped is not None and path.parent == cal.SHIPPED and path.name == f"selfcheck--{model}.json"
+    # fitted on dev items only, with every verdict decided (no undecided band), and it calibrates: the raw
+    # P(hallucinated) of a 0/1-like judge is squeezed towards the base rate
+    assert shipped.split == "dev" and shipped.band[0] == shipped.band[1] and shipped.n >= 100
+    assert shipped.ece_after < shipped.ece_before and 0.05 < shipped.apply(0.001) < shipped.apply(0.999) < 0.95
+    assert cal.resolve("selfcheck", "cpu-1.5b", model, None, root=tmp_path) == (shipped, path)
+    assert cal.resolve("selfcheck", "cpu-1.5b", model, "none", root=tmp_path) == (None, None)
+    assert cal.resolve("debate", "cpu-1.5b", model, None, root=tmp_path) == (None, None)  # none shipped for it
+    mine, _ = _fitted(profile="cpu-1.5b")  # one the user stored wins
+    save(mine, root=tmp_path)
+    assert cal.resolve("selfcheck", "cpu-1.5b", mine.model, None, root=tmp_path)[0] == mine
 
 
 def test_a_damaged_file_is_a_config_error(tmp_path):

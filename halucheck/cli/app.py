@@ -72,7 +72,8 @@ VERIFIER_HELP = (f"The verifier (default: {DEFAULT_VERIFIER}): debate, selfcheck
                  "commas (e.g. selfcheck,debate), each later verifier sees only the claims the one before scored "
                  "inside --band.")
 CALIBRATION_HELP = ("Which calibrator maps P(hallucinated): a NAME given to `halucheck calibrate --name`, or a "
-                    "calibrator FILE (.json); default: the one fitted without a name for this verifier and profile.")
+                    "calibrator FILE (.json), or none; default: the one fitted without a name for this verifier and profile, else "
+                    "the one shipped for this verifier and model.")
 BAND_HELP = ("A cascade's band on P(hallucinated), LO,HI (default 0,0.5: what the first verifier finds factual gets "
              "the next one's second look): claims scored inside it go on.")
 

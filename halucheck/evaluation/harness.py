@@ -223,6 +223,8 @@ def run_eval(
     else:
         meter.progress = Progress(f"{v.name}: {len(items)} items", unit="replies (about)")
         meter.expected = v.verifier.expected_calls([check_of(it) for it in shown])
+        if meter.expected:  # replies read from the cache count as done work from here
+            meter.progress(0, meter.expected)
     t0 = time.perf_counter()
     try:
         preds = v.predict(shown, engines)

@@ -35,6 +35,8 @@ from halucheck.verifiers.calibration.record import (
     json_safe,
 )
 from halucheck.verifiers.calibration.store import (
+    NONE,
+    SHIPPED,
     calibration_dir,
     calibration_path,
     load,
@@ -42,6 +44,8 @@ from halucheck.verifiers.calibration.store import (
     names,
     resolve,
     save,
+    shipped,
+    shipped_path,
 )
 from halucheck.verifiers.calibration.threshold import MIN_ACCURACY, band_for, choose_threshold
 
@@ -78,5 +82,9 @@ __all__ = [
     "reliability_svg",
     "reliability_table",
     "resolve",
+    "NONE",
+    "SHIPPED",
+    "shipped",
+    "shipped_path",
     "save",
 ]

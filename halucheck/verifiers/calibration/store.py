@@ -131,15 +131,38 @@ def load_file(path: str | os.PathLike, verifier: str, model: str | None) -> Cali
     return _same_model(cal, verifier, model, path)
 
 
+SHIPPED = Path(__file__).resolve().parent / "shipped"
+"""Calibrators that come with the package, one per verifier and model (``<verifier>--<model>.json``), fitted on dev
+data (``scripts/clean_panel.py ship-calibrator``): what a run uses when the user has stored none."""
+NONE = "none"
+"""``--calibration none``: no calibrator at all, not even the shipped one (the verifier's raw P(hallucinated))."""
+
+
+def shipped_path(verifier: str, model: str | None) -> Path:
+    return SHIPPED / f"{quote(str(verifier), safe='')}--{quote(str(model or ''), safe='')}.json"
+
+
+def shipped(verifier: str, model: str | None) -> tuple[Calibrator | None, Path | None]:
+    """The package's calibrator for ``verifier`` on ``model`` and its path, or ``(None, None)``."""
+    path = shipped_path(verifier, model)
+    if not model or not path.is_file():
+        return None, None
+    cal = _read(path, verifier)
+    return (cal, path) if cal.verifier == verifier and cal.model == model else (None, None)
+
+
 def resolve(verifier: str, profile: str | None, model: str | None, choice: str | os.PathLike | None = None,
             root: str | os.PathLike | None = None) -> tuple[Calibrator | None, Path | None]:
     """The calibrator a run uses and where it was read, ``(None, None)`` when there is none: ``choice`` None
-    is the stored unnamed one; a path (ending in ``.json`` or holding a folder separator) is a file, read
-    by :func:`load_file`; anything else a stored calibrator's name (:func:`load`)."""
+    is the stored unnamed one, else the package's for this verifier and model (:func:`shipped`); ``"none"``
+    none at all; a path (ending in ``.json`` or holding a folder separator) is a file, read by
+    :func:`load_file`; anything else a stored calibrator's name (:func:`load`)."""
     if choice is None:
         cal = load(verifier, profile, model, root)
-        return cal, calibration_path(verifier, profile, root) if cal else None
+        return (cal, calibration_path(verifier, profile, root)) if cal else shipped(verifier, model)
     choice = str(choice)
+    if choice == NONE:
+        return None, None
     if choice.endswith(".json") or "/" in choice or os.sep in choice:
         return load_file(choice, verifier, model), Path(choice)
     return load(verifier, profile, model, root, choice), calibration_path(verifier, profile, root, choice)
