@@ -41,6 +41,7 @@ class Profile:
     model: str = ""
     options: dict = field(default_factory=dict)
     sampling: dict = field(default_factory=dict)
+    verifier: str = ""  # what `run`, `check` and `eval` verify with on this profile when no -v is given ("": DEFAULT_VERIFIER)
 
     def result_settings(self) -> dict:
         """The profile as far as it can change results: everything but :data:`ENGINE_ONLY_OPTIONS`."""
@@ -284,7 +285,11 @@ class Settings:
             engine = spec.pop("engine")
             model = str(spec.pop("model", "") or "")
             sampling = {k: spec.pop(k) for k in SAMPLING_KEYS if k in spec}
-            profiles[name] = Profile(name, engine, model, spec, sampling)
+            verifier = spec.pop("verifier", "") or ""
+            if not isinstance(verifier, str):
+                raise ConfigError(f"{where}: profile {name!r}: `verifier:` must be a verifier's name, e.g. "
+                                  f"verifier: probe, got {_kind(verifier)}")
+            profiles[name] = Profile(name, engine, model, spec, sampling, verifier)
         if not profiles:
             raise ConfigError(f"{where}: no profiles defined under `profiles:`")
 
@@ -320,6 +325,12 @@ class Settings:
 
     def profile_for(self, role: str) -> Profile:
         return self.profile(self.roles.get(role, self.default_profile))
+
+    @property
+    def verifier(self) -> str:
+        """The verifier when none is named: the judging profile's ``verifier:`` (models.yaml), else
+        :data:`DEFAULT_VERIFIER`."""
+        return self.profile_for("initial").verifier or DEFAULT_VERIFIER
 
     def sampling_for(self, role: str) -> dict:
         """The sampling keys set for ``role``: its profile's, overridden by ``sampling: {role: ...}``."""
