@@ -57,11 +57,11 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from halucheck.engines.attention import DECODE_TOKENS, _register_attention
+from halucheck.engines.automata_cache import AutomataCache
 from halucheck.engines.base import Engine, Request, Result
 from halucheck.engines.batching import BatchDecoding, _Batch, _merge
 from halucheck.engines.constrained import SchemaIndexes, _Row
 from halucheck.engines.drafts import NGramDrafter
-from halucheck.engines.index_cache import IndexCache
 from halucheck.engines.loading import (_native_half_types, _saved_dtype, _usable_cores, load_dtype,
                                        returned_to_the_system)
 from halucheck.engines.prefix_cache import PrefixCache, group_of
@@ -124,7 +124,7 @@ class TransformersEngine(SchemaIndexes, BatchDecoding, Engine):
         self._indexes: dict[str, Any] = {}  # schema JSON -> outlines_core Index (built once per schema)
         self._vocabulary = None
         self._tok_key: str | None = None
-        self.index_cache = IndexCache()
+        self.automata_cache = AutomataCache()
         self.load_seconds = 0.0
         self.threads = int(threads) if threads else _usable_cores()
         # the decode loop's inbox: (request, future, time queued); see _serve
