@@ -69,11 +69,11 @@ class Index:
     @classmethod
     def open(cls, db: str | Path, embedder=None) -> "Index":
         """Open ``db`` for searching. A missing or corrupt file raises :class:`InputError` (one line)."""
-        from halucheck.retrieval import store
+        from halucheck.retrieval import index_db
 
         db = Path(db).expanduser()
-        con = store.connect(db, read_only=True)
-        if store.get_meta(con, "complete", "1") != "1":  # a build stopped half-way: never searched
+        con = index_db.connect(db, read_only=True)
+        if index_db.get_meta(con, "complete", "1") != "1":  # a build stopped half-way: never searched
             con.close()
             raise InputError(f"the index {db} was not finished (its build was stopped); run `halucheck index DIR "
                              f"--db {db}` again to finish it (`run --corpus` and `search --corpus` do it themselves)")
@@ -90,9 +90,9 @@ class Index:
 
     @property
     def embedding_model(self) -> str:
-        from halucheck.retrieval import store
+        from halucheck.retrieval import index_db
 
-        return store.get_meta(self._con, "embedding_model") or default_model()
+        return index_db.get_meta(self._con, "embedding_model") or default_model()
 
     @property
     def embedder(self):
@@ -124,9 +124,9 @@ class Index:
     def _ensure_bm25(self) -> None:
         if self._bm25 is not None:
             return
-        from halucheck.retrieval import store
+        from halucheck.retrieval import index_db
 
-        generation = int(store.get_meta(self._con, "generation", "0"))
+        generation = int(index_db.get_meta(self._con, "generation", "0"))
         # a reader never writes beside the index (another may be reading that folder): a build saves it
         fresh = ensure_bm25(self._con, self.db, generation, save=False)
         if fresh is not None:
