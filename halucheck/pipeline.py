@@ -145,7 +145,7 @@ class Pipeline:
         self.verifier = routed(opts.verifier, options)
         for kind, why in self.verifier.unavailable.items():
             log(f"note: {kind} claims go to {opts.verifier}: {why}")
-        self.verifier.check()  # before anything is opened or written
+        self.verifier.preflight()  # before anything is opened or written
         self._calibration = self.find_calibrator()  # so is a calibrator for another model, or a name not stored
         check_paths(opts)
         self.store = RunStore(opts.out / outputs.RUN_DB, restart=restart)  # makes the folder (or says why not)

@@ -499,12 +499,12 @@ def _verifier(path) -> CitationVerifier:
 def test_verifier_needs_a_bibliography():
     v = get_verifier("citation")
     with pytest.raises(ConfigError, match=r"pass --bibliography FILE \(BibTeX \.bib, CSL-JSON \.json or CSV"):
-        v.check()
+        v.preflight()
 
 
 def test_verifier_verdicts(bib_path):
     v = _verifier(bib_path)
-    v.check()
+    v.preflight()
     checks = [
         Check(Claim("ignored"), meta={"title": "Attention Is All You Need", "authors": "Vaswani et al.", "year": "2017"}),
         Check(Claim('"BERT: Pre-training of Deep Bidirectional Transformers for Language Understanding" by Devlin et al.'
@@ -549,7 +549,7 @@ def test_several_citations_in_one_check_the_worst_decides(bib_path):
 
 def test_verifier_with_a_missing_file_is_an_input_error(tmp_path):
     with pytest.raises(InputError, match="not found"):
-        _verifier(tmp_path / "nope.bib").check()
+        _verifier(tmp_path / "nope.bib").preflight()
 
 
 # ---------------------------------------------------------------- factool-sci, end to end

@@ -277,7 +277,7 @@ def test_unavailable_sandbox_is_a_config_error_before_any_call(monkeypatch):
     monkeypatch.setattr(sandbox, "available", lambda: reason)
     verifier = get_verifier("code")
     with pytest.raises(ConfigError) as err:
-        verifier.check()
+        verifier.preflight()
     assert reason in str(err.value) and "\n" not in str(err.value)
     eng = scripted(["1"], SOLUTIONS)
     with pytest.raises(ConfigError, match="apt-get install bubblewrap"):

@@ -601,7 +601,7 @@ def test_probe_picks_the_lowest_p_hallucinated_chunk_with_either_head(tiny, tmp_
         p = head.p_hallucinated(feats)
         assert abs(p[0] - p[1]) > 1e-2
         probe = Probe(VerifierOptions(head=str(path)))
-        probe.check()
+        probe.preflight()
         v = probe.verify([check], Pool(tiny))[0]
         best = int(np.argmin(p))
         picked.add(best)
@@ -682,7 +682,7 @@ def test_probe_refuses_a_head_for_another_model_or_a_missing_one(tiny, tmp_path)
         Probe(VerifierOptions(head=str(path))).verify([two_chunk_check()], Pool(tiny))
     assert one_line(exc) and "someone-else@123" in str(exc.value)
     with pytest.raises(ConfigError) as exc:
-        Probe(VerifierOptions(head="no-such-head")).check()
+        Probe(VerifierOptions(head="no-such-head")).preflight()
     assert one_line(exc)
 
 

@@ -173,7 +173,7 @@ def test_it_refuses_to_run_without_the_sandbox(monkeypatch):
     from halucheck.errors import ConfigError
 
     with pytest.raises(ConfigError, match="sandbox"):
-        get_verifier("program").check()
+        get_verifier("program").preflight()
 
 
 def test_the_model_lists_calculations_the_finder_misses_and_none_it_invents():

@@ -77,7 +77,7 @@ def check(
                                   nli_model=nli_model_path(nli_model, config) if "nli" in verifier.split(",") else None,
                                   head=head)
         v = get_verifier(verifier, options)
-        v.check()
+        v.preflight()
         passages = _read_evidence(evidence, evidence_file)
         settings = settings_of(config, profile, role) if v.uses_llm else None
         if not passages:

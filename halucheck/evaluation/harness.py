@@ -180,7 +180,7 @@ def run_eval(
     if cache and options.features is None:  # direct/probe keep their prompt passes in the model's feature store
         options = replace(options, features="default")
     v = get_verifier(verifier, options)
-    v.check()
+    v.preflight()
     for d in data:
         d.require_items()
     if sample:

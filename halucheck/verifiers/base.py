@@ -91,7 +91,7 @@ class Verifier:
         """The settings that shaped this verifier's verdicts (written to metrics.json)."""
         return {}
 
-    def check(self) -> None:
+    def preflight(self) -> None:
         """Raise a HalucheckError before any work when the verifier cannot run as configured."""
 
     def prefix_groups(self, n: int) -> list[str]:

@@ -149,7 +149,7 @@ class Probe(ChunkJudge):
             self._head = resolve(self.options.head, extractor.model_id)
         return self._head
 
-    def check(self) -> None:
+    def preflight(self) -> None:
         """A named head that does not exist is an error before any work (the model is not known yet)."""
         from halucheck.verifiers.probe.head import SHIPPED, Head, head_path
 

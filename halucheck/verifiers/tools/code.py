@@ -178,7 +178,7 @@ class CodeCheck(Verifier):
                          "p_hallucinated": "fails: 0.5 + 0.5 * share of usable inputs wrong; "
                                            "passes: 0.5 / (1 + usable inputs); does not parse: 1"}}
 
-    def check(self) -> None:
+    def preflight(self) -> None:
         reason = sandbox.available()
         if reason is not None:
             raise ConfigError(f"the code verifier runs code only in the bubblewrap sandbox, unavailable here: {reason}")
@@ -217,7 +217,7 @@ class CodeCheck(Verifier):
 
     def verify(self, checks: Sequence[Check], engines: "EnginePool | None", on_verdict=None,
                on_call=None) -> list[Verdict]:
-        self.check()  # never run anything unsandboxed
+        self.preflight()  # never run anything unsandboxed
         t0 = time.perf_counter()
         cost = Cost(claims=len(checks))
         verdicts: list[Verdict | None] = [None] * len(checks)

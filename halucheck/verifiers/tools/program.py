@@ -239,7 +239,7 @@ class ProgramCheck(Verifier):
                             "sample_temperature": self.options.sample_temperature,
                             "p_hallucinated": "differs: 0.5 + 0.45 * agreement; matches: 0.5 - 0.45 * agreement"}}
 
-    def check(self) -> None:
+    def preflight(self) -> None:
         reason = sandbox.available()
         if reason is not None:
             raise ConfigError(f"the program check runs code only in the bubblewrap sandbox, unavailable here: {reason}")
@@ -254,7 +254,7 @@ class ProgramCheck(Verifier):
 
     def verify(self, checks: Sequence[Check], engines: "EnginePool | None", on_verdict=None,
                on_call=None) -> list[Verdict]:
-        self.check()  # never run anything unsandboxed
+        self.preflight()  # never run anything unsandboxed
         t0 = time.perf_counter()
         cost = Cost(claims=len(checks))
         self.abstained = set()
@@ -464,8 +464,8 @@ class MathAnswer(Verifier):
     def describe(self) -> dict:
         return {**self.arith.describe(), **self.program.describe()}
 
-    def check(self) -> None:
-        self.program.check()
+    def preflight(self) -> None:
+        self.program.preflight()
 
     def verify(self, checks, engines, on_verdict=None, on_call=None):
         from halucheck.verifiers.tools.arith import list_calculations

@@ -46,7 +46,7 @@ class CitationVerifier(Verifier):
                               "CSL-JSON .json or CSV .csv with title, authors, year)")
         return load_bibliography(path)
 
-    def check(self) -> None:
+    def preflight(self) -> None:
         self.bibliography()
 
     def describe(self) -> dict:
