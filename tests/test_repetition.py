@@ -203,10 +203,10 @@ def test_a_judges_reasoning_may_repeat_the_claim_and_the_passages_numbers():
     claim's words and the passages' names and numbers, as the debate's do, so "2009" is never pushed to "2008"."""
     from halucheck.config import Settings
     from halucheck.engines.pool import EnginePool
-    from halucheck.records import Check, Claim, Evidence
+    from halucheck.records import Case, Claim, Evidence
     from halucheck.verifiers import get_verifier
 
     engines = EnginePool(Settings.from_dict({"profiles": {"f": {"engine": "fake"}}}))
-    check = Check(Claim("Varenholt was founded in 2009."), (Evidence("Varenholt: founded 2009 in Tampere."),))
+    check = Case(Claim("Varenholt was founded in 2009."), (Evidence("Varenholt: founded 2009 in Tampere."),))
     request = get_verifier("selfcheck").request(check, engines)
     assert "2009" in request.quote and "Tampere" in request.quote and "Varenholt was founded in 2009." in request.quote

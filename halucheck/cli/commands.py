@@ -69,7 +69,7 @@ def check(
         if not claim.strip():
             raise InputError('the claim is empty; pass the text to check, e.g. halucheck check "Paris is in France."')
         from halucheck.config import VerifierOptions, nli_model_path
-        from halucheck.records import Check, Claim
+        from halucheck.records import Case, Claim
         from halucheck.verifiers import calibration, get_verifier, prefixes
         from halucheck.verifiers.base import CLOSED_BOOK_MAX_CONFIDENCE, closed_book
 
@@ -89,7 +89,7 @@ def check(
         # before any call: a calibrator for another model fails at once
         cal, _ = calibration.resolve(v.name, prof.name if prof else None, prof.model if prof else None,
                                      calibration_choice)
-        one = Check(Claim(text=claim.strip(), question=question.strip() if question else None), tuple(passages))
+        one = Case(Claim(text=claim.strip(), question=question.strip() if question else None), tuple(passages))
         if settings is None:
             verdict = prefixes.verify(v, [one], None)[0]
         else:

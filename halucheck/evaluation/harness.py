@@ -30,7 +30,7 @@ from halucheck.evaluation.datasets import EvalItem, load
 from halucheck.evaluation.metrics import N_BOOT, calibration_effect
 from halucheck.evaluation.report import LENGTH_CONTROLLED_SETS, METRICS_FILE, write_run
 from halucheck.evaluation.userdata import UserData
-from halucheck.evaluation.verifiers import VerifierOptions, check_of, get_verifier
+from halucheck.evaluation.verifiers import VerifierOptions, case_of, get_verifier
 from halucheck.records import Cost
 from halucheck.text import stop_words
 
@@ -222,7 +222,7 @@ def run_eval(
         v.verifier.progress = Progress(f"{v.name}: {len(items)} items")
     else:
         meter.progress = Progress(f"{v.name}: {len(items)} items", unit="replies (about)")
-        meter.expected = v.verifier.expected_calls([check_of(it) for it in shown])
+        meter.expected = v.verifier.expected_calls([case_of(it) for it in shown])
     t0 = time.perf_counter()
     try:
         preds = v.predict(shown, engines)

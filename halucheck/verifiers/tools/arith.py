@@ -36,7 +36,7 @@ if TYPE_CHECKING:
     from halucheck.records import Cost
 
 from halucheck.engines.base import Request, SamplingParams
-from halucheck.records import Check, Turn, Verdict
+from halucheck.records import Case, Turn, Verdict
 from halucheck.text import sentence_spans
 from halucheck.verifiers.base import Cost, Verifier, failed_verdict
 
@@ -510,7 +510,7 @@ class ArithVerifier(Verifier):
     def describe(self) -> dict:
         return {"arith": {"severity_bounds": [list(b) for b in SEVERITY_BOUNDS], "p_hallucinated": [P_RIGHT, P_WRONG]}}
 
-    def verify(self, checks: Sequence[Check], engines=None, on_verdict=None, on_call=None) -> list[Verdict]:
+    def verify(self, checks: Sequence[Case], engines=None, on_verdict=None, on_call=None) -> list[Verdict]:
         t0 = time.perf_counter()
         out = []
         for i, c in enumerate(checks):
@@ -521,7 +521,7 @@ class ArithVerifier(Verifier):
         self.costs = {self.name: Cost(claims=len(checks), wall_s=time.perf_counter() - t0)}
         return out
 
-    def verdict(self, c: Check) -> Verdict:
+    def verdict(self, c: Case) -> Verdict:
         """The verdict on one claim's calculations."""
         meta = c.meta or {}
         if "expression" in meta or "claimed" in meta:

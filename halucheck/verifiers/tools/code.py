@@ -76,7 +76,7 @@ from halucheck.verifiers.tools import sandbox
 from halucheck.engines.base import Request, Result, SamplingParams
 from halucheck.errors import ConfigError
 from halucheck.prompts import load as load_prompts
-from halucheck.records import Check, Turn, Verdict
+from halucheck.records import Case, Turn, Verdict
 from halucheck.verifiers.base import Cost, Verifier, failed_verdict, failed_with_reason, turn_tokens
 from halucheck.verifiers.tools.code_inputs import (
     TYPES,
@@ -215,7 +215,7 @@ class CodeCheck(Verifier):
 
     # -- verify -------------------------------------------------------------------------------
 
-    def verify(self, checks: Sequence[Check], engines: "EnginePool | None", on_verdict=None,
+    def verify(self, checks: Sequence[Case], engines: "EnginePool | None", on_verdict=None,
                on_call=None) -> list[Verdict]:
         self.preflight()  # never run anything unsandboxed
         t0 = time.perf_counter()

@@ -46,7 +46,7 @@ from typing import TYPE_CHECKING, Sequence
 from halucheck.engines.base import Request, Result, SamplingParams
 from halucheck.errors import ConfigError
 from halucheck.prompts import load as load_prompts
-from halucheck.records import Check, Claim, Turn, Verdict
+from halucheck.records import Case, Claim, Turn, Verdict
 from halucheck.verifiers.base import Cost, Verifier, failed_verdict, failed_with_reason, turn_tokens
 from halucheck.verifiers.tools import sandbox
 from halucheck.verifiers.tools.arith import check as check_calculation
@@ -252,7 +252,7 @@ class ProgramCheck(Verifier):
                                  {"role": "user", "content": p["task"].render(question=question.strip())}),
                        sampling=sampling, tag="program:solve")
 
-    def verify(self, checks: Sequence[Check], engines: "EnginePool | None", on_verdict=None,
+    def verify(self, checks: Sequence[Case], engines: "EnginePool | None", on_verdict=None,
                on_call=None) -> list[Verdict]:
         self.preflight()  # never run anything unsandboxed
         t0 = time.perf_counter()
@@ -473,7 +473,7 @@ class MathAnswer(Verifier):
         # the calculations the regex finder reads, and those the model lists that it missed (FacTool's step)
         listed = list_calculations(engines.engine_for(ROLE), [c.claim.text for c in checks])
         found = [[(c.expression + " = " + c.claimed, 0, 0) for c in find_calculations(k.claim.text)] for k in checks]
-        extra = [Check(Claim(text, None, "calculation")) for i, out in enumerate(listed)
+        extra = [Case(Claim(text, None, "calculation")) for i, out in enumerate(listed)
                  for text in unseen_calculations(out.value or [], found[i])]
         owner = [i for i, out in enumerate(listed) for _ in unseen_calculations(out.value or [], found[i])]
         calcs = self.arith.verify(checks)
@@ -484,7 +484,7 @@ class MathAnswer(Verifier):
             answer = (c.meta or {}).get("answer")
             found = final_result(c.claim.text, c.claim.question) if answer is None else None
             text = result_claim(found) if found is not None else f"The final answer is {answer}."
-            results.append(Check(Claim(text, c.claim.question, "result"), meta={"answer": answer} if answer else {}))
+            results.append(Case(Claim(text, c.claim.question, "result"), meta={"answer": answer} if answer else {}))
         solved = self.program.verify(results, engines, on_call=on_call)
         for j in self.program.abstained:  # no majority among the programs: not contradicted, not confirmed
             solved[j] = ProgramCheck.settle(solved[j])
