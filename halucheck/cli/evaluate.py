@@ -7,9 +7,9 @@ from typing import Optional
 
 import typer
 
-from halucheck.cli.app import (BothOrders, DEBATE, EVIDENCE_K, Band, Calibration, Config, HeadName, MaxRounds, MinRounds, NliModel, Policy,
-                               Profile, Prompts, Role, TopK, Verifier, _Command, app, band_of, debate_config, fail,
-                               Flag, settings_of)
+from halucheck.cli.app import (Band, BothOrders, Calibration, Command, Config, DEBATE, EVIDENCE_K, Flag, HeadName,
+                               MaxRounds, MinRounds, NliModel, Policy, Profile, Prompts, Role, TopK, Verifier, app,
+                               band_of, debate_config, fail, settings_of)
 from halucheck.config import DEFAULT_VERIFIER
 from halucheck.errors import HalucheckError
 def _eval_extraction(dataset, split, limit, out, config, profile, role, no_cache) -> None:
@@ -30,7 +30,7 @@ def _eval_extraction(dataset, split, limit, out, config, profile, role, no_cache
     typer.echo(f"  {out_dir / 'extraction.json'}, {out_dir / 'extracted.jsonl'}")
 
 
-@app.command("eval", cls=_Command)
+@app.command("eval", cls=Command)
 def eval_cmd(
     dirs: Optional[list[Path]] = typer.Argument(None, help="With --compare: the run directories to tabulate."),
     dataset: Optional[list[str]] = typer.Option(
@@ -206,7 +206,7 @@ def _eval_user_data(paths: list[Path], limit: Optional[int], corpus: Optional[Pa
     return out
 
 
-@app.command("calibrate", cls=_Command)
+@app.command("calibrate", cls=Command)
 def calibrate_cmd(
     dataset: Optional[list[str]] = typer.Option(None, "--dataset", "-d", help="Labelled set(s) to fit on (its --split)."),
     data: Optional[list[Path]] = typer.Option(None, "--data", help="Your own labelled file(s), as `eval --data`."),

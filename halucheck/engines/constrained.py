@@ -1,5 +1,5 @@
 """Constrained decoding in the embedded engine, row by row: the Outlines index of each JSON schema (built
-on the tokenizer's vocabulary, kept in memory and on disk), and :class:`_Row`, one request being decoded:
+on the tokenizer's vocabulary, kept in memory and on disk), and :class:`DecodeRow`, one request being decoded:
 its guide's token mask, its repetition controls (:class:`_Penalties`), its log-probabilities and the
 choice of its next token (greedy or seeded sampling)."""
 
@@ -83,7 +83,7 @@ def _bit_shifts():
     return torch.arange(32, dtype=torch.int32)
 
 
-class _Row:
+class DecodeRow:
     """One request being decoded: its Outlines guide (or none), repetition controls and sampling, the
     tokens and log-probabilities so far, and the future its caller waits on.
 
