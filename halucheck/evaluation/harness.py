@@ -86,7 +86,7 @@ class Meter:
         engines.add_wrapper(lambda engine: MeteredEngine(engine, self))
 
 
-def _install_cache(engines: "EnginePool", path: Path):
+def install_cache(engines: "EnginePool", path: Path):
     """Wrap every engine the pool creates in a reply cache stored at ``path``; returns the store."""
     from halucheck.engines.cache import CachingEngine
     from halucheck.store.runstore import RunStore
@@ -211,7 +211,7 @@ def run_eval(
 
         engines = EnginePool(settings)  # this run's engines, closed when it ends
         if cache:
-            store = _install_cache(engines, Path(replies) if replies else Path(out) / REPLIES_FILE)
+            store = install_cache(engines, Path(replies) if replies else Path(out) / REPLIES_FILE)
         meter.install(engines)
     scope = f"{split} split of the named sets, every item of the user files" if datasets and data else split
     log(f"{v.name}: {len(items)} items of {', '.join(names)} ({scope})"
@@ -333,4 +333,4 @@ def default_out(verifier: str, datasets: Sequence[str], split: str, profile: str
 
 
 __all__ = ["BIBLIOGRAPHY_FILE", "EVIDENCE_K", "EvalResult", "Meter", "MeteredEngine", "dataset_bibliography", "default_out",
-           "load_items", "run_eval", "select_evidence"]
+           "install_cache", "load_items", "run_eval", "select_evidence"]
