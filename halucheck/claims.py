@@ -418,9 +418,9 @@ def code_names(blocks: Sequence[str]) -> re.Pattern | None:
     returns the number of vowels."): the code check runs the code against solutions written for the question
     and so decides it; a model judging the sentence without evidence would only guess (it called a right
     answer's "Here is the function:", extracted as such a sentence, false this way)."""
-    from halucheck.verifiers.tools.code_source import _parse
+    from halucheck.verifiers.tools.code_source import parse_python
 
-    names = {node.name for block in blocks for tree in [_parse(block)] if tree is not None for node in tree.body
+    names = {node.name for block in blocks for tree in [parse_python(block)] if tree is not None for node in tree.body
              if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and len(node.name) > 2}
     return re.compile(r"(?<![\w.])(?:" + "|".join(sorted(map(re.escape, names))) + r")(?!\w)") if names else None
 
