@@ -12,6 +12,7 @@ import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Sequence
 
+from halucheck.config import MAX_CLAIMS, SUBJECTIVE_FILTER
 from halucheck.engines.base import Request, SamplingParams
 from halucheck.prompts import load as load_prompts
 from halucheck.prompts.untrusted import without_notes
@@ -245,7 +246,7 @@ class AnswerClaims:
 
 
 def claims_of_answers(answers: Sequence[tuple[str | None, str, int | None]], engine_filter: "Engine",
-                      engine_extract: "Engine", subjective_filter: str = "auto", max_claims: int = 64,
+                      engine_extract: "Engine", subjective_filter: str = SUBJECTIVE_FILTER, max_claims: int = MAX_CLAIMS,
                       filter_sampling: SamplingParams = FILTER_SAMPLING,
                       extract_sampling: SamplingParams = EXTRACT_SAMPLING,
                       cite: bool = False, sources: "bool | SourceNames" = False,

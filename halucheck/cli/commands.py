@@ -15,7 +15,7 @@ from halucheck.cli.app import (Band, BothOrders, Calibration, Command, Config, D
                                Prompts, Role, TopK, Verifier, app, band_of, debate_config, fail, interrupted,
                                models_app, settings_of)
 from halucheck.cli.output import print_summary, print_verdict, undecided_line, verdict_json
-from halucheck.config import DEFAULT_VERIFIER
+from halucheck.config import DEFAULT_VERIFIER, MAX_CLAIMS, SUBJECTIVE_FILTER, SUBJECTIVE_FILTERS
 from halucheck.errors import HalucheckError
 def _read_evidence(evidence: Optional[list[str]], evidence_file: Optional[list[Path]]):
     """Evidence passages from --evidence (one passage each) and --evidence-file (blank-line separated)."""
@@ -115,9 +115,10 @@ def run(
     out: Optional[str] = typer.Option(None, "--out", "-o", help="Run directory (default: runs/<input name>)."),
     index: Optional[Path] = typer.Option(None, "--index", help="Where the corpus index lives (default: $HALUCHECK_INDEX, else the corpus's own index in the cache, the one `halucheck index` builds)."),
     no_context: bool = Flag("--no-context", help="Ignore the items' context field."),
-    subjective_filter: str = typer.Option("auto", "--filter", help="Remove subjective sentences first: auto, on, off."),
+    subjective_filter: str = typer.Option(SUBJECTIVE_FILTER, "--filter", help="Remove subjective sentences first: "
+                                          + ", ".join(SUBJECTIVE_FILTERS) + "."),
     top_k: TopK = EVIDENCE_K,
-    max_claims: int = typer.Option(64, "--max-claims", help="Claims checked per answer at most."),
+    max_claims: int = typer.Option(MAX_CLAIMS, "--max-claims", help="Claims checked per answer at most."),
     profile: Profile = None,
     role: Role = None,
     policy: Policy = DEBATE.policy,
@@ -159,8 +160,9 @@ def run(
         from halucheck.config import nli_model_path
         from halucheck.pipeline import Pipeline, RunOptions
 
-        if subjective_filter not in ("auto", "on", "off"):
-            raise HalucheckError(f"--filter must be auto, on or off, not {subjective_filter!r}")
+        if subjective_filter not in SUBJECTIVE_FILTERS:
+            raise HalucheckError(f"--filter must be {', '.join(SUBJECTIVE_FILTERS[:-1])} or {SUBJECTIVE_FILTERS[-1]}, "
+                                 f"not {subjective_filter!r}")
         if corpus is not None and not corpus.is_dir():
             raise HalucheckError(f"--corpus {corpus} is not a folder; pass the folder of your documents")
         if top_k < 1 or max_claims < 1:
