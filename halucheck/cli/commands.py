@@ -10,10 +10,9 @@ from typing import Optional
 
 import typer
 
-from halucheck.cli.app import (Band, BothOrders, Calibration, Command, Config, DEBATE, EVIDENCE_K, EXIT_INTERRUPTED,
-                               EXIT_UNDECIDED, Flag, HeadName, MaxRounds, MinRounds, NliModel, Policy, Profile,
-                               Prompts, Role, TopK, Verifier, app, band_of, debate_config, fail, interrupted,
-                               models_app, settings_of)
+from halucheck.cli.app import (EVIDENCE_K, EXIT_INTERRUPTED, EXIT_UNDECIDED, Band, Calibration, Command, Config,
+                               DebateFlags, Flag, HeadName, NliModel, Profile, Role, TopK, Verifier, app, band_of, fail,
+                               interrupted, models_app, nli_model_of, settings_of, with_debate_flags)
 from halucheck.cli.output import print_summary, print_verdict, undecided_line, verdict_json
 from halucheck.config import DEFAULT_VERIFIER, MAX_CLAIMS, SUBJECTIVE_FILTER, SUBJECTIVE_FILTERS
 from halucheck.errors import HalucheckError
@@ -41,6 +40,7 @@ def _read_evidence(evidence: Optional[list[str]], evidence_file: Optional[list[P
 
 
 @app.command(cls=Command)
+@with_debate_flags
 def check(
     claim: str = typer.Argument(..., help="The claim (or, with --question, the answer) to verify."),
     evidence: Optional[list[str]] = typer.Option(None, "--evidence", "-e", help="An evidence passage (repeatable)."),
@@ -55,11 +55,7 @@ def check(
     head: HeadName = None,
     profile: Profile = None,
     role: Role = None,
-    policy: Policy = DEBATE.policy,
-    min_rounds: MinRounds = DEBATE.min_rounds,
-    max_rounds: MaxRounds = DEBATE.max_rounds,
-    prompts: Prompts = DEBATE.prompts,
-    leader_both_orders: BothOrders = DEBATE.leader_both_orders,
+    debate: DebateFlags = DebateFlags(),  # --policy, --min-rounds, --max-rounds, --prompts, --leader-both-orders
     calibration_choice: Calibration = None,
     config: Config = None,
 ) -> None:
@@ -69,14 +65,13 @@ def check(
     try:
         if not claim.strip():
             raise InputError('the claim is empty; pass the text to check, e.g. halucheck check "Paris is in France."')
-        from halucheck.config import VerifierOptions, nli_model_path
+        from halucheck.config import VerifierOptions
         from halucheck.records import Case, Claim
         from halucheck.verifiers import calibration, get_verifier, prefixes
         from halucheck.verifiers.base import CLOSED_BOOK_MAX_CONFIDENCE, closed_book
 
-        options = VerifierOptions(debate=debate_config(policy, min_rounds, max_rounds, prompts, leader_both_orders), band=band_of(band),
-                                  nli_model=nli_model_path(nli_model, config) if "nli" in verifier.split(",") else None,
-                                  head=head)
+        options = VerifierOptions(debate=debate.config(), band=band_of(band),
+                                  nli_model=nli_model_of(verifier, nli_model, config), head=head)
         v = get_verifier(verifier, options)
         v.preflight()
         passages = _read_evidence(evidence, evidence_file)
@@ -109,6 +104,7 @@ def check(
 
 
 @app.command(cls=Command)
+@with_debate_flags
 def run(
     input: Path = typer.Option(..., "--input", "-i", help="Answers to check: JSONL (or CSV) with id, answer, question?, context?."),
     corpus: Optional[Path] = typer.Option(None, "--corpus", "-c", help="Folder of documents to take evidence from."),
@@ -121,11 +117,7 @@ def run(
     max_claims: int = typer.Option(MAX_CLAIMS, "--max-claims", help="Claims checked per answer at most."),
     profile: Profile = None,
     role: Role = None,
-    policy: Policy = DEBATE.policy,
-    min_rounds: MinRounds = DEBATE.min_rounds,
-    max_rounds: MaxRounds = DEBATE.max_rounds,
-    prompts: Prompts = DEBATE.prompts,
-    leader_both_orders: BothOrders = DEBATE.leader_both_orders,
+    debate: DebateFlags = DebateFlags(),  # --policy, --min-rounds, --max-rounds, --prompts, --leader-both-orders
     verifier: Verifier = DEFAULT_VERIFIER,
     band: Band = None,
     nli_model: NliModel = None,
@@ -157,7 +149,6 @@ def run(
     are asked again. Exit code 3: the run finished but some answers are undecided (failed calls);
     run the same command again to retry them."""
     try:
-        from halucheck.config import nli_model_path
         from halucheck.pipeline import Pipeline, RunOptions
 
         if subjective_filter not in SUBJECTIVE_FILTERS:
@@ -173,9 +164,8 @@ def run(
         opts = RunOptions(
             input=input, out=out_dir, corpus=corpus, index=index, use_context=not no_context,
             subjective_filter=subjective_filter, top_k=top_k, max_claims=max_claims,
-            debate=debate_config(policy, min_rounds, max_rounds, prompts, leader_both_orders),
-            verifier=verifier, band=band_of(band),
-            nli_model=nli_model_path(nli_model, config) if "nli" in verifier.split(",") else None,
+            debate=debate.config(), verifier=verifier, band=band_of(band),
+            nli_model=nli_model_of(verifier, nli_model, config),
             bibliography=bibliography, head=head, calibration=calibration_choice,
         )
         settings = settings_of(config, profile, role)

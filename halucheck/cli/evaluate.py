@@ -7,9 +7,9 @@ from typing import Optional
 
 import typer
 
-from halucheck.cli.app import (Band, BothOrders, Calibration, Command, Config, DEBATE, EVIDENCE_K, Flag, HeadName,
-                               MaxRounds, MinRounds, NliModel, Policy, Profile, Prompts, Role, TopK, Verifier, app,
-                               band_of, debate_config, fail, settings_of)
+from halucheck.cli.app import (EVIDENCE_K, VERIFIER_DEFAULTS, Band, Calibration, Command, Config, DebateFlags, Flag,
+                               HeadName, NliModel, Profile, Role, TopK, Verifier, app, band_of, fail, nli_model_of,
+                               settings_of, with_debate_flags)
 from halucheck.config import DEFAULT_VERIFIER
 from halucheck.errors import HalucheckError
 def _eval_extraction(dataset, split, limit, out, config, profile, role, no_cache) -> None:
@@ -31,6 +31,7 @@ def _eval_extraction(dataset, split, limit, out, config, profile, role, no_cache
 
 
 @app.command("eval", cls=Command)
+@with_debate_flags
 def eval_cmd(
     dirs: Optional[list[Path]] = typer.Argument(None, help="With --compare: the run directories to tabulate."),
     dataset: Optional[list[str]] = typer.Option(
@@ -62,12 +63,8 @@ def eval_cmd(
     name: Optional[str] = typer.Option(None, "--name", help="The run's label in metrics.json and tables (default verifier/profile)."),
     profile: Profile = None,
     role: Role = None,
-    policy: Policy = DEBATE.policy,
-    min_rounds: MinRounds = DEBATE.min_rounds,
-    max_rounds: MaxRounds = DEBATE.max_rounds,
-    prompts: Prompts = DEBATE.prompts,
-    leader_both_orders: BothOrders = DEBATE.leader_both_orders,
-    samples: int = typer.Option(3, help="consistency: sampled verdicts per item."),
+    debate: DebateFlags = DebateFlags(),  # --policy, --min-rounds, --max-rounds, --prompts, --leader-both-orders
+    samples: int = typer.Option(VERIFIER_DEFAULTS.samples, help="consistency: sampled verdicts per item."),
     top_k: TopK = EVIDENCE_K,
     nli_model: NliModel = None,
     head: HeadName = None,
@@ -110,13 +107,11 @@ def eval_cmd(
         if extraction:
             _eval_extraction(dataset, split, limit, out, config, profile, role, no_cache)
             return
-        from halucheck.config import nli_model_path
         from halucheck.evaluation.harness import default_out, run_eval
         from halucheck.evaluation.verifiers import VerifierOptions, get_verifier
 
         options = VerifierOptions(
-            debate=debate_config(policy, min_rounds, max_rounds, prompts, leader_both_orders),
-            samples=samples, nli_model=nli_model_path(nli_model, config) if "nli" in verifier.split(",") else None,
+            debate=debate.config(), samples=samples, nli_model=nli_model_of(verifier, nli_model, config),
             band=band_of(band),
             bibliography=str(bibliography) if bibliography is not None else None, head=head,
         )
@@ -231,7 +226,6 @@ def calibrate_cmd(
     cross-validated ECE); `run`, `check` and `eval` then report calibrated P(hallucinated)."""
     try:
         from halucheck.verifiers import calibration
-        from halucheck.config import nli_model_path
         from halucheck.evaluation import read_predictions
         from halucheck.evaluation.harness import default_out, run_eval
         from halucheck.evaluation.userdata import load_user_data
@@ -243,8 +237,7 @@ def calibrate_cmd(
             raise HalucheckError("fit on the dev split (--split dev); the test split is kept for reporting")
         if name is not None and (not name.strip() or name.endswith(".json") or "/" in name or "\\" in name):
             raise HalucheckError(f"--name {name!r}: give a plain name such as medical (no path, no .json)")
-        options = VerifierOptions(band=band_of(band),
-                                  nli_model=nli_model_path(nli_model, config) if "nli" in verifier.split(",") else None)
+        options = VerifierOptions(band=band_of(band), nli_model=nli_model_of(verifier, nli_model, config))
         v = get_verifier(verifier, options)
         settings = settings_of(config, profile, role) if v.uses_llm else None
         prof = settings.profile_for("initial") if settings else None
