@@ -407,6 +407,23 @@ SUBJECTIVE_FILTER = "auto"
 """Whether subjective sentences are removed before claim extraction (``run --filter``): ``on``, ``off``, or
 ``auto``: for answers that look like dialogue."""
 
+CHUNK_SENTENCES = 3
+CHUNK_OVERLAP = 1
+"""How the corpus index cuts documents (``index --chunk-sentences``, ``--chunk-overlap``): sentences per chunk,
+and sentences shared by consecutive chunks."""
+EMBED_BATCH = 64
+"""Chunks embedded per batch when the corpus index is built (``index --batch-size``)."""
+SEARCH_HITS = 10
+SEARCH_MODE = "hybrid"
+"""What ``halucheck search`` returns by default: hits, and how they are ranked (bm25, dense or hybrid)."""
+
+SHARD_ANSWERS = 64
+"""``run --ray``: answers per shard, the unit a worker retries and the driver merges (``--shard-answers``)."""
+
+MIN_ACCURACY = 0.8
+"""A calibrator's undecided band: the accuracy the decided claims must reach on the fitting data
+(``calibrate --min-accuracy``; ``halucheck.verifiers.calibration.band_for``)."""
+
 DEFAULT_BAND = (0.0, 0.5)
 """A cascade's default band on P(hallucinated): claims the first verifier scores inside it go on. Chosen on
 the dev split (first 10 items of Factcheck-GPT and WiCE, 1.5B) by replaying selfcheck's and the debate's

@@ -14,7 +14,8 @@ from halucheck.cli.app import (EVIDENCE_K, EXIT_INTERRUPTED, EXIT_UNDECIDED, Ban
                                DebateFlags, Flag, HeadName, NliModel, Profile, Role, TopK, Verifier, app, band_of, fail,
                                interrupted, models_app, nli_model_of, settings_of, with_debate_flags)
 from halucheck.cli.output import print_summary, print_verdict, undecided_line, verdict_json
-from halucheck.config import DEFAULT_VERIFIER, MAX_CLAIMS, SUBJECTIVE_FILTER, SUBJECTIVE_FILTERS
+from halucheck.config import (CHUNK_OVERLAP, CHUNK_SENTENCES, DEFAULT_VERIFIER, EMBED_BATCH, MAX_CLAIMS, SEARCH_HITS,
+                              SEARCH_MODE, SHARD_ANSWERS, SUBJECTIVE_FILTER, SUBJECTIVE_FILTERS)
 from halucheck.errors import HalucheckError
 def _read_evidence(evidence: Optional[list[str]], evidence_file: Optional[list[Path]]):
     """Evidence passages from --evidence (one passage each) and --evidence-file (blank-line separated)."""
@@ -139,7 +140,7 @@ def run(
                                               "per CPU of the cluster)."),
     ray_gpus: float = typer.Option(0.0, "--ray-gpus", help="With --ray: GPUs each worker reserves (for a profile "
                                    "whose engine loads the model in the worker)."),
-    shard_answers: int = typer.Option(64, "--shard-answers", help="With --ray: answers per shard (the unit a "
+    shard_answers: int = typer.Option(SHARD_ANSWERS, "--shard-answers", help="With --ray: answers per shard (the unit a "
                                       "worker retries and the driver merges)."),
 ) -> None:
     """Check every answer in a file: claims, evidence, verdicts (selfcheck by default, -v debate for the
@@ -279,9 +280,9 @@ def index_cmd(
     embed_model: Optional[str] = typer.Option(
         None, "--embed-model", help="Local sentence-transformers folder (default: the index's model, else all-MiniLM-L6-v2)."
     ),
-    chunk_sentences: int = typer.Option(3, help="Sentences per chunk."),
-    chunk_overlap: int = typer.Option(1, help="Sentences shared by consecutive chunks."),
-    batch_size: int = typer.Option(64, help="Embedding batch size."),
+    chunk_sentences: int = typer.Option(CHUNK_SENTENCES, help="Sentences per chunk."),
+    chunk_overlap: int = typer.Option(CHUNK_OVERLAP, help="Sentences shared by consecutive chunks."),
+    batch_size: int = typer.Option(EMBED_BATCH, help="Embedding batch size."),
 ) -> None:
     """Index a folder of documents for search and evidence retrieval (re-runs redo only changed files)."""
     try:
@@ -310,8 +311,8 @@ def search_cmd(
     db: Optional[Path] = typer.Option(None, "--db", help="Index file built by `halucheck index`."),
     corpus: Optional[Path] = typer.Option(None, "--corpus", "-c", help="The folder given to `halucheck index` (or "
                                           "`run --corpus`): search its index. Default: the only index in the cache."),
-    k: int = typer.Option(10, "-k", "--top-k", help="Number of hits."),
-    mode: str = typer.Option("hybrid", "--mode", help="bm25, dense or hybrid (reciprocal rank fusion of both)."),
+    k: int = typer.Option(SEARCH_HITS, "-k", "--top-k", help="Number of hits."),
+    mode: str = typer.Option(SEARCH_MODE, "--mode", help="bm25, dense or hybrid (reciprocal rank fusion of both)."),
     as_json: bool = Flag("--json", help="Print a JSON list of hits: source, start, end, score, text."),
 ) -> None:
     """Search an index: ranked chunks with source path, character offsets and score. With --corpus the

@@ -10,7 +10,7 @@ import typer
 from halucheck.cli.app import (EVIDENCE_K, VERIFIER_DEFAULTS, Band, Calibration, Command, Config, DebateFlags, Flag,
                                HeadName, NliModel, Profile, Role, TopK, Verifier, app, band_of, fail, nli_model_of,
                                settings_of, with_debate_flags)
-from halucheck.config import DEFAULT_VERIFIER
+from halucheck.config import DEFAULT_VERIFIER, MIN_ACCURACY
 from halucheck.errors import HalucheckError
 def _eval_extraction(dataset, split, limit, out, config, profile, role, no_cache) -> None:
     from halucheck.evaluation.extraction import run_extraction_eval
@@ -211,7 +211,7 @@ def calibrate_cmd(
     target_precision: Optional[float] = typer.Option(None, "--target-precision", help="Threshold: the lowest "
                                                      "whose precision on hallucinations reaches this (default: "
                                                      "best balanced accuracy)."),
-    min_accuracy: float = typer.Option(0.8, "--min-accuracy", help="Undecided band: claims outside it are decided "
+    min_accuracy: float = typer.Option(MIN_ACCURACY, "--min-accuracy", help="Undecided band: claims outside it are decided "
                                        "right at least this often on the fitting data."),
     out: Optional[Path] = typer.Option(None, "--out", "-o", help="The eval run it fits on (default runs/calibrate/...)."),
     name: Optional[str] = typer.Option(None, "--name", help="Store it under this name beside the default one (one "

@@ -21,6 +21,7 @@ from typing import Callable
 import numpy as np
 
 from halucheck import ingest
+from halucheck.config import CHUNK_OVERLAP, CHUNK_SENTENCES, EMBED_BATCH
 from halucheck.errors import InputError
 from halucheck.retrieval import index_db
 from halucheck.retrieval.dense import default_model, get_embedder
@@ -82,10 +83,10 @@ def build_index(
     db: str | Path,
     embed_model: str | None = None,
     embedder=None,
-    chunk_sentences: int = 3,
-    chunk_overlap: int = 1,
+    chunk_sentences: int = CHUNK_SENTENCES,
+    chunk_overlap: int = CHUNK_OVERLAP,
     max_chars: int = 1000,
-    batch_size: int = 64,
+    batch_size: int = EMBED_BATCH,
     max_file_bytes: int | None = None,
     progress: bool | None = None,
     warn: Callable[[str], None] | None = None,

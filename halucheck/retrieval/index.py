@@ -12,6 +12,7 @@ from typing import Sequence
 
 import numpy as np
 
+from halucheck.config import SEARCH_HITS, SEARCH_MODE
 from halucheck.errors import InputError
 from halucheck.records import Evidence
 from halucheck.retrieval.bm25 import BM25
@@ -164,7 +165,8 @@ class Index:
         ids = self._dense_ids
         return [[(int(ids[r]), s) for r, s in hits] for hits in self._dense.search_many(q, k)]
 
-    def search_many(self, queries: Sequence[str], k: int = 10, mode: str = "hybrid") -> list[list[Evidence]]:
+    def search_many(self, queries: Sequence[str], k: int = SEARCH_HITS,
+                    mode: str = SEARCH_MODE) -> list[list[Evidence]]:
         """Top-``k`` chunks per query as :class:`Evidence` (source path, character offsets, score), best
         first. Queries are embedded in one batch and scored together."""
         ranked = fused_search(queries, k, mode, self._bm25_search, self._dense_search)
@@ -188,7 +190,7 @@ class Index:
         sources = dict(self._con.execute(f"SELECT doc_id, source FROM documents WHERE doc_id IN ({doc_ids})").fetchall())
         return {r[0]: (sources[r[1]], r[2], r[3], r[4]) for r in rows}
 
-    def search(self, query: str, k: int = 10, mode: str = "hybrid") -> list[Evidence]:
+    def search(self, query: str, k: int = SEARCH_HITS, mode: str = SEARCH_MODE) -> list[Evidence]:
         """Top-``k`` chunks for one query; see :meth:`search_many`."""
         return self.search_many([query], k, mode)[0]
 

@@ -9,11 +9,10 @@ from __future__ import annotations
 
 import numpy as np
 
+from halucheck.config import MIN_ACCURACY
 from halucheck.errors import InputError
 from halucheck.verifiers.calibration.metrics import as_arrays
 
-MIN_ACCURACY = 0.8
-"""Default accuracy that the decided claims must reach on the fitting data (see :func:`band_for`)."""
 MAX_CUTS = 500
 """Candidate cut points per side of the threshold in :func:`band_for` (thinned to quantiles above)."""
 
