@@ -18,7 +18,7 @@ checks it the way FacTool's and the program-of-thought papers do:
    casts no vote, but lowers the agreement below). Without such a majority, :attr:`ProgramCheck.more`
    programs more are asked for, up to :attr:`ProgramCheck.max_samples` (the first majority stops it).
 4. **Verdict.** The claimed result matches the reference within the precision it is written with (as a
-   calculation's result: :func:`halucheck.verifiers.tools.arith.check`; ``15%`` also as 15): factual;
+   calculation's result: :func:`halucheck.verifiers.tools.arith.recompute`; ``15%`` also as 15): factual;
    else not factual, with a calculation's severity for its relative error
    (:func:`halucheck.verifiers.tools.arith.severity_of`). P(hallucinated) rests on the programs' agreement
    a (votes for the reference over programs asked): ``0.5 + 0.45 a`` when it differs, ``0.5 - 0.45 a``
@@ -49,7 +49,7 @@ from halucheck.prompts import load as load_prompts
 from halucheck.records import Case, Claim, Turn, Verdict
 from halucheck.verifiers.base import Cost, Verifier, failed_verdict, failed_with_reason, turn_tokens
 from halucheck.verifiers.tools import sandbox
-from halucheck.verifiers.tools.arith import check as check_calculation
+from halucheck.verifiers.tools.arith import recompute
 from halucheck.verifiers.tools.arith import find_calculations, numbers_in, severity_of
 from halucheck.verifiers.tools.code_source import code_of
 
@@ -178,9 +178,9 @@ def program_text(reply: str) -> str | None:
 
 def _agrees(value: str, claimed: str):
     """The calculation check's outcome of ``claimed`` against a program's ``value`` (``15%`` also as 15)."""
-    outcome = check_calculation(value, claimed)
+    outcome = recompute(value, claimed)
     if outcome.matches is False and claimed.rstrip().endswith("%"):  # "15%" where the programs print 15
-        plain = check_calculation(value, claimed.rstrip().rstrip("%"))
+        plain = recompute(value, claimed.rstrip().rstrip("%"))
         outcome = plain if plain.matches else outcome
     return outcome
 
@@ -414,7 +414,7 @@ def unseen_calculations(listed: list[str], written: list[tuple[str, int, int]]) 
 
     def identity(text: str):
         expression, _, claimed = text.rpartition("=")
-        outcome = check_calculation(expression, claimed)
+        outcome = recompute(expression, claimed)
         return (outcome.value, outcome.claimed_value) if outcome.value is not None else None
 
     have = {identity(t) for t, _, _ in written} - {None}
