@@ -12,6 +12,7 @@ import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Sequence
 
+from halucheck.config import MAX_CLAIMS, SUBJECTIVE_FILTER
 from halucheck.engines.base import Request, SamplingParams
 from halucheck.prompts import load as load_prompts
 from halucheck.prompts.untrusted import without_notes
@@ -245,7 +246,7 @@ class AnswerClaims:
 
 
 def claims_of_answers(answers: Sequence[tuple[str | None, str, int | None]], engine_filter: "Engine",
-                      engine_extract: "Engine", subjective_filter: str = "auto", max_claims: int = 64,
+                      engine_extract: "Engine", subjective_filter: str = SUBJECTIVE_FILTER, max_claims: int = MAX_CLAIMS,
                       filter_sampling: SamplingParams = FILTER_SAMPLING,
                       extract_sampling: SamplingParams = EXTRACT_SAMPLING,
                       cite: bool = False, sources: "bool | SourceNames" = False,
@@ -418,9 +419,9 @@ def code_names(blocks: Sequence[str]) -> re.Pattern | None:
     returns the number of vowels."): the code check runs the code against solutions written for the question
     and so decides it; a model judging the sentence without evidence would only guess (it called a right
     answer's "Here is the function:", extracted as such a sentence, false this way)."""
-    from halucheck.verifiers.tools.code_source import _parse
+    from halucheck.verifiers.tools.code_source import parse_python
 
-    names = {node.name for block in blocks for tree in [_parse(block)] if tree is not None for node in tree.body
+    names = {node.name for block in blocks for tree in [parse_python(block)] if tree is not None for node in tree.body
              if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and len(node.name) > 2}
     return re.compile(r"(?<![\w.])(?:" + "|".join(sorted(map(re.escape, names))) + r")(?!\w)") if names else None
 

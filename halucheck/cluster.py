@@ -28,6 +28,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from halucheck.config import SHARD_ANSWERS
 from halucheck.errors import ConfigError, HalucheckError
 from halucheck.ingest import file_sha256
 
@@ -36,7 +37,6 @@ if TYPE_CHECKING:
     from halucheck.inputs import Item
     from halucheck.pipeline import Pipeline
 
-SHARD_ANSWERS = 64  # answers per shard: the unit of retry, resume and merge
 LOCAL_OBJECT_STORE = 512 * 2**20  # bytes of Ray's object store for a local cluster (its default takes 30 % of RAM)
 INSTALL = "pip install 'halucheck[ray]'"
 

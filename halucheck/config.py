@@ -398,10 +398,42 @@ verifier's prompt shows and the passage numbers a reply schema lets an agent cit
 DEFAULT_VERIFIER = "selfcheck"
 """What ``run``, ``check`` and ``eval`` verify with when no ``--verifier`` is given."""
 
-DEBATE_POLICIES = ("true-skeptic", "true-trust", "always-trust", "always-skeptic")
-"""The debate's transition policies (``halucheck.verifiers.debate.rounds.POLICIES`` maps each to its states)."""
+DEBATE_POLICIES: dict[str, tuple[str, str]] = {
+    "true-skeptic": ("S2", "S1"),
+    "true-trust": ("S1", "S2"),
+    "always-trust": ("S1", "S1"),
+    "always-skeptic": ("S2", "S2"),
+}
+"""The debate's transition policies (``--policy``), each as its next state when the standing verdict is
+factual and when it is not (paper Table 4; ``halucheck.verifiers.debate.rounds.next_state``)."""
 PROMPT_SETS = ("grounded", "paper")
 """The debate's prompt sets: ``grounded`` (default) or ``paper`` (the paper's own texts)."""
+
+MAX_CLAIMS = 64
+"""Claims checked per answer at most (``run --max-claims``): an answer with more keeps the first ones and
+says so in a warning."""
+
+SUBJECTIVE_FILTERS = ("auto", "on", "off")
+SUBJECTIVE_FILTER = "auto"
+"""Whether subjective sentences are removed before claim extraction (``run --filter``): ``on``, ``off``, or
+``auto``: for answers that look like dialogue."""
+
+CHUNK_SENTENCES = 3
+CHUNK_OVERLAP = 1
+"""How the corpus index cuts documents (``index --chunk-sentences``, ``--chunk-overlap``): sentences per chunk,
+and sentences shared by consecutive chunks."""
+EMBED_BATCH = 64
+"""Chunks embedded per batch when the corpus index is built (``index --batch-size``)."""
+SEARCH_HITS = 10
+SEARCH_MODE = "hybrid"
+"""What ``halucheck search`` returns by default: hits, and how they are ranked (bm25, dense or hybrid)."""
+
+SHARD_ANSWERS = 64
+"""``run --ray``: answers per shard, the unit a worker retries and the driver merges (``--shard-answers``)."""
+
+MIN_ACCURACY = 0.8
+"""A calibrator's undecided band: the accuracy the decided claims must reach on the fitting data
+(``calibrate --min-accuracy``; ``halucheck.verifiers.calibration.band_for``)."""
 
 DEFAULT_BAND = (0.0, 0.5)
 """A cascade's default band on P(hallucinated): claims the first verifier scores inside it go on. Chosen on
@@ -477,9 +509,9 @@ class RunOptions:
     corpus: Path | None = None
     index: Path | None = None
     use_context: bool = True
-    subjective_filter: str = "auto"  # auto | on | off
+    subjective_filter: str = SUBJECTIVE_FILTER  # one of SUBJECTIVE_FILTERS
     top_k: int = EVIDENCE_K  # evidence passages per claim
-    max_claims: int = 64
+    max_claims: int = MAX_CLAIMS
     debate: DebateConfig = field(default_factory=DebateConfig)
     verifier: str = DEFAULT_VERIFIER  # a registered verifier, or a cascade such as "selfcheck,debate"
     band: tuple[float, float] = DEFAULT_BAND  # a cascade's uncertainty band on P(hallucinated)

@@ -23,7 +23,7 @@ from halucheck.engines.pool import EnginePool
 from halucheck.evidence import EvidenceSources, question_evidence
 from halucheck.errors import InputError
 from halucheck.inputs import Item, read_input_bytes, read_items, truncation_point
-from halucheck.records import Check, Claim
+from halucheck.records import Case, Claim
 from halucheck.store.runstore import RunStore
 from halucheck.verifiers import routed
 
@@ -145,7 +145,7 @@ class Pipeline:
         self.verifier = routed(opts.verifier, options)
         for kind, why in self.verifier.unavailable.items():
             log(f"note: {kind} claims go to {opts.verifier}: {why}")
-        self.verifier.check()  # before anything is opened or written
+        self.verifier.preflight()  # before anything is opened or written
         self._calibration = self.find_calibrator()  # so is a calibrator for another model, or a name not stored
         check_paths(opts)
         self.store = RunStore(opts.out / outputs.RUN_DB, restart=restart)  # makes the folder (or says why not)
@@ -385,12 +385,12 @@ class Pipeline:
             return
         evidence = self.store.evidence_for_many([r[0] for r in rows])
         # identical claims (same statement and evidence) are verified once; every claim id gets the verdict
-        checks: list[Check] = []
+        checks: list[Case] = []
         claim_ids: list[list[str]] = []
         first: dict[str, int] = {}
         verified_before = {r[0] for r in rows if r[4]}
         for cid, text, question, kind, _ in rows:
-            check = Check(Claim(text, question, kind), tuple(evidence.get(cid, ())))
+            check = Case(Claim(text, question, kind), tuple(evidence.get(cid, ())))
             k = check.key()
             if k in first:
                 claim_ids[first[k]].append(cid)

@@ -49,8 +49,9 @@ class Claim:
 
 
 @dataclass(frozen=True)
-class Check:
-    """One claim to verify with the evidence every verifier is shown for it. ``meta``: structured facts a
+class Case:
+    """One case for a verifier: a claim with the evidence every verifier is shown for it (its outcome is a
+    :class:`Verdict`). ``meta``: structured facts a
     tool checker may use when the text alone is not enough (e.g. a labelled calculation's expression and
     claimed result, a cited work's title, authors and year); not part of the key."""
 
@@ -255,4 +256,4 @@ class Cost:
                 "completion_tokens": self.completion_tokens, "wall_time_s": self.wall_s}
 
 
-__all__ = ["Check", "Claim", "Cost", "Evidence", "Role", "State", "Turn", "Verdict"]
+__all__ = ["Case", "Claim", "Cost", "Evidence", "Role", "State", "Turn", "Verdict"]

@@ -26,7 +26,7 @@ import time
 
 
 def load_checks(n: int):
-    from halucheck.records import Check, Claim, Evidence
+    from halucheck.records import Case, Claim, Evidence
 
     try:
         from halucheck.evaluation.datasets import load
@@ -34,10 +34,10 @@ def load_checks(n: int):
         items = load("factcheck-gpt", split="dev")[:n]
     except Exception:  # no datasets folder
         items = []
-    checks = [Check(Claim(it.claim), tuple(Evidence(e) for e in it.evidence)) for it in items]
+    checks = [Case(Claim(it.claim), tuple(Evidence(e) for e in it.evidence)) for it in items]
     for i in range(len(checks), n):
         ev = " ".join(f"Record {i} notes detail {k} of the committee's report." for k in range(10))
-        checks.append(Check(Claim(f"Item {i} was first described in {1800 + i} by a committee."), (Evidence(ev),)))
+        checks.append(Case(Claim(f"Item {i} was first described in {1800 + i} by a committee."), (Evidence(ev),)))
     return checks
 
 

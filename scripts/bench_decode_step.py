@@ -39,7 +39,7 @@ def step_times(model: str, prompt: int, rows_list: list[int], dtype: str | None 
 
     from halucheck.engines import create_engine
     from halucheck.engines.decode_cache import DecodeLayer
-    from halucheck.engines.batching import _cache_name, _merge
+    from halucheck.engines.batching import _cache_name, merge_passes
 
     engine = create_engine("transformers", model=model, dtype=dtype)
     out = {}
@@ -51,7 +51,7 @@ def step_times(model: str, prompt: int, rows_list: list[int], dtype: str | None 
             for i in range(0, rows, 8):
                 o = engine._forward(ids[i:i + 8], mask[i:i + 8], mask[i:i + 8].cumsum(-1) - 1, None)
                 parts.append((o.logits[:, -1].float(), getattr(o, _cache_name()), mask[i:i + 8]))
-            _, dynamic, m = parts[0] if len(parts) == 1 else _merge(parts)
+            _, dynamic, m = parts[0] if len(parts) == 1 else merge_passes(parts)
             decode = DynamicCache(ddp_cache_data=[(x.keys.clone(), x.values.clone()) for x in dynamic.layers])
             decode.layers = [DecodeLayer(x.keys, x.values) for x in decode.layers]
             caches = {"dynamic": [dynamic, m, []], "decode": [decode, m.clone(), []]}

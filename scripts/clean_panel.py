@@ -227,7 +227,7 @@ def _ship_calibrator(run: Path, profile: str) -> None:
     most claims undecided would hide the verdicts; a user who wants one fits it with `halucheck calibrate`."""
     from halucheck.config import Settings
     from halucheck.verifiers import calibration
-    from halucheck.verifiers.calibration.store import shipped_path
+    from halucheck.verifiers.calibration import shipped_path
 
     rows = _rows(run) if run.is_dir() else _baseline(run)
     verifier = (json.loads((run / "metrics.json").read_text())["settings"]["verifier"] if run.is_dir()

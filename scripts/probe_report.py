@@ -133,7 +133,7 @@ def summary(dirs: list[Path], n_boot: int = 1000, seed: int = 0) -> None:
             runs.setdefault(kind, {})[name] = (sorted(rows, key=lambda r: r["id"]), wall)
     if "selfcheck" in runs:  # the same verdicts, P(hallucinated) through the calibrator the package ships (dev-fitted)
         from halucheck.config import Settings
-        from halucheck.verifiers.calibration.store import shipped
+        from halucheck.verifiers.calibration import shipped
 
         cal, _ = shipped("selfcheck", Settings.load(profile="cpu-1.5b").profiles["cpu-1.5b"].model)
         if cal is not None:

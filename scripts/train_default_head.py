@@ -44,7 +44,7 @@ def extract(scale: float, order: str) -> None:
     from halucheck.config import Settings
     from halucheck.engines.pool import EnginePool
     from halucheck.evaluation.progress import Progress
-    from halucheck.evaluation.verifiers import check_of
+    from halucheck.evaluation.verifiers import case_of
     from halucheck.verifiers.probe.features import FeatureStore, default_store, extractor_for
     from halucheck.verifiers.probe.verifier import prompts_of
 
@@ -57,7 +57,7 @@ def extract(scale: float, order: str) -> None:
             # set by set, so that a stop leaves whole sets done
             for name in dict.fromkeys(it.dataset for it in items):
                 prompts = [p for it in items if it.dataset == name
-                           for p in prompts_of(check_of(it), only_closest=phase == "dev")[1]]
+                           for p in prompts_of(case_of(it), only_closest=phase == "dev")[1]]
                 ex.features(prompts, Progress(f"{phase} {name} ({sum(it.dataset == name for it in items)} items)"))
         print(f"passes {ex.passes}, computed tokens {ex.computed_tokens}, reused {ex.reused_tokens}; "
               f"store {len(ex.store)} entries", flush=True)

@@ -11,22 +11,22 @@ from typer.testing import CliRunner
 from halucheck.verifiers.tools.arith import P_RIGHT, P_ROUNDED, P_WRONG, ArithVerifier, severity_of
 from halucheck.cli import app
 from halucheck.evaluation import harness, load
-from halucheck.evaluation.verifiers import check_of
-from halucheck.records import Check, Claim, Verdict
+from halucheck.evaluation.verifiers import case_of
+from halucheck.records import Case, Claim, Verdict
 from halucheck.verifiers import get_verifier
 
 runner = CliRunner()
 
 
-def given(expression: str, claimed: str, text: str = "a labelled calculation", **meta) -> Check:
-    return Check(Claim(text), meta={"expression": expression, "claimed": claimed, **meta})
+def given(expression: str, claimed: str, text: str = "a labelled calculation", **meta) -> Case:
+    return Case(Claim(text), meta={"expression": expression, "claimed": claimed, **meta})
 
 
-def written(text: str) -> Check:
-    return Check(Claim(text))
+def written(text: str) -> Case:
+    return Case(Claim(text))
 
 
-def one(check: Check) -> Verdict:
+def one(check: Case) -> Verdict:
     (verdict,) = ArithVerifier().verify([check])
     return verdict
 
@@ -143,7 +143,7 @@ def test_a_wrong_result_decides_even_beside_one_that_cannot_be_evaluated():
 
 
 def test_half_given_meta_is_an_error():
-    v = one(Check(Claim("2 + 2 = 4"), meta={"expression": "2 + 2"}))
+    v = one(Case(Claim("2 + 2 = 4"), meta={"expression": "2 + 2"}))
     assert v.factuality is None and "not both" in v.error
 
 
@@ -205,7 +205,7 @@ def test_claim_level_items(math_root):
     assert [i.id for i in load("factool-math", split="test")] == ["factool-math:4:0"]
     assert all(i.split == "dev" for i in load("factool-math"))
     # the verifier sees the labelled calculation, not text to search
-    assert check_of(wrong).meta["expression"] == "5 x 10" and check_of(wrong).claim.question is None
+    assert case_of(wrong).meta["expression"] == "5 x 10" and case_of(wrong).claim.question is None
 
 
 def test_response_level_items(math_root):
@@ -216,7 +216,7 @@ def test_response_level_items(math_root):
     assert item.claim == item.response == MATH[1]["response"] and item.question == "Tiles?"
     assert "expression" not in item.meta and "claimed" not in item.meta
     assert item.meta["calculations"][1] == ["5 x 10", "60"] and item.meta["claim_labels"] == [True, False, None]
-    check = check_of(item)
+    check = case_of(item)
     assert check.claim.text == MATH[1]["response"] and check.claim.question == "Tiles?"
     assert [i.position for i in load("factool-math-response", split="test")] == [4]
 
@@ -224,11 +224,11 @@ def test_response_level_items(math_root):
 def test_arith_on_the_sets(math_root):
     v = ArithVerifier()
     claims = load("factool-math", split="all")
-    verdicts = v.verify([check_of(i) for i in claims])
+    verdicts = v.verify([case_of(i) for i in claims])
     assert [None if d.factuality is None else not d.factuality for d in verdicts] == \
         [False, False, False, True, None, True, True, False]
     responses = load("factool-math-response", split="all")
-    verdicts = v.verify([check_of(i) for i in responses])
+    verdicts = v.verify([case_of(i) for i in responses])
     assert [None if d.factuality is None else not d.factuality for d in verdicts] == \
         [False, True, True, None, True, False]
     assert verdicts[3].error == "no calculation found in the claim"
@@ -274,11 +274,11 @@ def test_cli_eval_end_to_end(math_root, tmp_path, monkeypatch):
 
 
 def test_a_listed_calculation_the_finder_does_not_read_is_checked_as_expression_and_result():
-    from halucheck.records import Check, Claim
+    from halucheck.records import Case, Claim
 
     [wrong, right, prose] = ArithVerifier().verify([
-        Check(Claim("2*(5364765) + 16094295 = 26823826", None, "calculation")),
-        Check(Claim("2*(5364765) + 16094295 = 26823825", None, "calculation")),
-        Check(Claim("It costs about 2(5) = 10 dollars", None, "knowledge"))])  # not a listed calculation
+        Case(Claim("2*(5364765) + 16094295 = 26823826", None, "calculation")),
+        Case(Claim("2*(5364765) + 16094295 = 26823825", None, "calculation")),
+        Case(Claim("It costs about 2(5) = 10 dollars", None, "knowledge"))])  # not a listed calculation
     assert wrong.factuality is False and right.factuality is True
     assert prose.factuality is None and "no calculation found" in prose.error

@@ -20,7 +20,7 @@ from halucheck.verifiers.tools.citations.verifier import CitationVerifier
 from halucheck.cli import app
 from halucheck.errors import ConfigError, InputError
 from halucheck.evaluation import harness
-from halucheck.records import Check, Claim
+from halucheck.records import Case, Claim
 from halucheck.verifiers import VerifierOptions, get_verifier
 
 runner = CliRunner()
@@ -499,19 +499,19 @@ def _verifier(path) -> CitationVerifier:
 def test_verifier_needs_a_bibliography():
     v = get_verifier("citation")
     with pytest.raises(ConfigError, match=r"pass --bibliography FILE \(BibTeX \.bib, CSL-JSON \.json or CSV"):
-        v.check()
+        v.preflight()
 
 
 def test_verifier_verdicts(bib_path):
     v = _verifier(bib_path)
-    v.check()
+    v.preflight()
     checks = [
-        Check(Claim("ignored"), meta={"title": "Attention Is All You Need", "authors": "Vaswani et al.", "year": "2017"}),
-        Check(Claim('"BERT: Pre-training of Deep Bidirectional Transformers for Language Understanding" by Devlin et al.'
+        Case(Claim("ignored"), meta={"title": "Attention Is All You Need", "authors": "Vaswani et al.", "year": "2017"}),
+        Case(Claim('"BERT: Pre-training of Deep Bidirectional Transformers for Language Understanding" by Devlin et al.'
                     " (2018)", kind="citation")),
-        Check(Claim("Radford, A. & Hinton, G. (2019). Language models are unsupervised multitask learners.")),
-        Check(Claim('"A Study That Nobody Wrote" by Smith and Jones (2020)')),
-        Check(Claim("The sky is blue.")),
+        Case(Claim("Radford, A. & Hinton, G. (2019). Language models are unsupervised multitask learners.")),
+        Case(Claim('"A Study That Nobody Wrote" by Smith and Jones (2020)')),
+        Case(Claim("The sky is blue.")),
     ]
     seen = []
     out = v.verify(checks, None, on_verdict=lambda i, verdict: seen.append((i, verdict.factuality)))
@@ -540,16 +540,16 @@ def test_several_citations_in_one_check_the_worst_decides(bib_path):
     good = {"title": "Attention Is All You Need", "authors": "Vaswani et al.", "year": 2017}
     wrong_year = {"title": "A Tutorial on Spectral Clustering", "authors": "von Luxburg", "year": 2008}
     invented = {"title": "Spectral Methods for Everything", "authors": "Nobody", "year": 2008}
-    out = v.verify([Check(Claim("r1"), meta={"citations": [good, good]}),
-                    Check(Claim("r2"), meta={"citations": [good, wrong_year]}),
-                    Check(Claim("r3"), meta={"citations": [wrong_year, invented, good]})], None)
+    out = v.verify([Case(Claim("r1"), meta={"citations": [good, good]}),
+                    Case(Claim("r2"), meta={"citations": [good, wrong_year]}),
+                    Case(Claim("r3"), meta={"citations": [wrong_year, invented, good]})], None)
     assert [(x.factuality, x.error_severity) for x in out] == [(True, 0), (False, 2), (False, 4)]
     assert out[2].chain[0].opinion.startswith("[1] cited ") and "[3] cited " in out[2].chain[0].opinion
 
 
 def test_verifier_with_a_missing_file_is_an_input_error(tmp_path):
     with pytest.raises(InputError, match="not found"):
-        _verifier(tmp_path / "nope.bib").check()
+        _verifier(tmp_path / "nope.bib").preflight()
 
 
 # ---------------------------------------------------------------- factool-sci, end to end

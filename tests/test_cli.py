@@ -205,3 +205,24 @@ def test_run_check_and_eval_default_to_the_verifier_that_measured_best(config, t
     out = json.loads(invoke("check", "-v", "debate", "The Eiffel Tower is in Berlin.", "-e", "In Paris.", "--config",
                             config, "--json").stdout)
     assert out["verifier"] == "debate" and len(out["chain"]) > 1
+
+
+def test_check_run_and_eval_share_the_debate_flags_and_their_defaults():
+    """The debate's flags are declared once (cli/app.py) with config's defaults, and each command taking them
+    gets them as one DebateFlags."""
+    import typer.main
+
+    from halucheck.cli.app import DebateFlags, with_debate_flags
+    from halucheck.config import DebateConfig
+
+    group = typer.main.get_command(app)
+    debate = {"policy", "min_rounds", "max_rounds", "prompts", "leader_both_orders"}
+    for name in ("check", "run", "eval"):
+        defaults = {p.name: p.default for p in group.commands[name].params if p.name in debate}
+        assert DebateConfig(**defaults) == DebateConfig(), name
+
+    seen = []
+    wrapped = with_debate_flags(lambda verbose=False, debate=DebateFlags(): seen.append((verbose, debate)))
+    wrapped(verbose=True, policy="true-trust", min_rounds=0, max_rounds=3, prompts="paper", leader_both_orders=False)
+    assert seen == [(True, DebateFlags("true-trust", 0, 3, "paper", False))]
+    assert seen[0][1].config() == DebateConfig("true-trust", 0, 3, "paper", False)

@@ -19,8 +19,8 @@ from halucheck.engines.fake import FakeEngine
 from halucheck.engines.pool import EnginePool
 from halucheck.errors import ConfigError
 from halucheck.evaluation import DATASETS, load
-from halucheck.evaluation.verifiers import check_of
-from halucheck.records import Check, Claim
+from halucheck.evaluation.verifiers import case_of
+from halucheck.records import Case, Claim
 from halucheck.verifiers import get_verifier
 
 UNAVAILABLE = sandbox.available()
@@ -64,7 +64,7 @@ def scripted(inputs, solutions, by_task=None):
 
 
 def code_claim(answer, task=COUNT_UP, **meta):
-    return Check(Claim(text=answer, question=task), meta=meta)
+    return Case(Claim(text=answer, question=task), meta=meta)
 
 
 def verify(checks, engine, **settings):
@@ -277,7 +277,7 @@ def test_unavailable_sandbox_is_a_config_error_before_any_call(monkeypatch):
     monkeypatch.setattr(sandbox, "available", lambda: reason)
     verifier = get_verifier("code")
     with pytest.raises(ConfigError) as err:
-        verifier.check()
+        verifier.preflight()
     assert reason in str(err.value) and "\n" not in str(err.value)
     eng = scripted(["1"], SOLUTIONS)
     with pytest.raises(ConfigError, match="apt-get install bubblewrap"):
@@ -381,7 +381,7 @@ def test_factool_code_loader(tmp_path, monkeypatch):
     assert items[2].claim == prompt + "    " + rows[2]["response"] + "\n"
     assert items[3].claim == prompt + rows[3]["response"]
     assert items[4].claim == rows[4]["response"]  # a full definition, broken or not, stays as written
-    check = check_of(items[1])
+    check = case_of(items[1])
     assert (check.claim.question, check.claim.text, check.meta) == (prompt, items[1].claim, items[1].meta)
 
 
@@ -392,7 +392,7 @@ def test_factool_code_items_run_as_written(tmp_path, monkeypatch):
     items = load("factool-code", "all")
     sums = ["def total(xs):\n    return sum(xs)\n", "def total(xs):\n    return sum(list(xs))\n",
             "def total(xs):\n    t = 0\n    for x in xs:\n        t += x\n    return t\n"]
-    _, verdicts = verify([check_of(i) for i in items], scripted(["[1, 2, 3]", "[]"], sums))
+    _, verdicts = verify([case_of(i) for i in items], scripted(["[1, 2, 3]", "[]"], sums))
     assert [v.factuality for v in verdicts] == [True, False, True, False, False, True]
     assert [v.error_severity for v in verdicts] == [0, 3, 0, 3, 4, 0]  # the helper-only answer returns None
     assert [v.factuality is not None for v in verdicts] == [True] * 6

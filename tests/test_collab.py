@@ -16,7 +16,7 @@ from halucheck.engines import register
 from halucheck.engines.fake import FakeEngine
 from halucheck.engines.pool import EnginePool
 from halucheck.prompts import load as load_prompts
-from halucheck.records import Check, Claim, Evidence
+from halucheck.records import Case, Claim, Evidence
 from halucheck.verifiers import VerifierOptions, get_verifier
 
 runner = CliRunner()
@@ -33,7 +33,7 @@ def pool_with(engine):
 
 
 def checks(n):
-    return [Check(Claim(f"Claim number {i}. Paris is in France."), EVIDENCE) for i in range(n)]
+    return [Case(Claim(f"Claim number {i}. Paris is in France."), EVIDENCE) for i in range(n)]
 
 
 def who(req):

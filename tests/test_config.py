@@ -187,7 +187,7 @@ def test_half_precision_weights_load_in_int8_or_float32_where_the_cpu_has_no_nat
     says otherwise."""
     import json
 
-    from halucheck.engines.loading import _saved_dtype, load_dtype
+    from halucheck.engines.loading import load_dtype, saved_dtype
 
     assert load_dtype(None, "bfloat16", native=set()) == "float32"
     assert load_dtype(None, "bfloat16", native=set(), int8_ok=True) == "int8"
@@ -199,8 +199,8 @@ def test_half_precision_weights_load_in_int8_or_float32_where_the_cpu_has_no_nat
     assert load_dtype(None, None, native=set()) == "auto"  # unknown: as saved
     assert load_dtype("bfloat16", "bfloat16", native=set()) == "bfloat16"  # dtype: in models.yaml wins
     (tmp_path / "config.json").write_text(json.dumps({"torch_dtype": "bfloat16"}))
-    assert _saved_dtype(tmp_path) == "bfloat16"
+    assert saved_dtype(tmp_path) == "bfloat16"
     (tmp_path / "config.json").write_text(json.dumps({"dtype": "float16", "torch_dtype": "float32"}))
-    assert _saved_dtype(tmp_path) == "float16"
+    assert saved_dtype(tmp_path) == "float16"
     (tmp_path / "config.json").write_text("{not json")
-    assert _saved_dtype(tmp_path) is None
+    assert saved_dtype(tmp_path) is None

@@ -54,9 +54,9 @@ def test_weights_load_in_a_dtype_this_cpu_multiplies_natively(engine):
     import torch
 
     from halucheck.engines import int8
-    from halucheck.engines.loading import _native_half_types
+    from halucheck.engines.loading import native_half_types
 
-    if "bfloat16" in _native_half_types():
+    if "bfloat16" in native_half_types():
         assert engine.dtype == "bfloat16" and engine.hf_model.lm_head.weight.dtype == torch.bfloat16
     else:  # no native bfloat16 matmul (an AVX2-only CPU): int8 where torch runs its int8 kernels, else float32
         assert engine.dtype == ("int8" if int8.available() is None else "float32")
@@ -511,7 +511,7 @@ def test_drafted_tokens_give_the_same_greedy_replies(engine32, monkeypatch):
     from halucheck.engines import SamplingParams
     from halucheck.engines.decode_cache import DecodeLayer
     from halucheck.engines.drafts import NGramDrafter
-    from halucheck.engines.batching import _Batch
+    from halucheck.engines.batching import DecodeBatch
 
     engine = engine32
     first, later = _debate_requests(1)
@@ -532,7 +532,7 @@ def test_drafted_tokens_give_the_same_greedy_replies(engine32, monkeypatch):
     gathers: list[int] = []
     gather = DecodeLayer.gather
     monkeypatch.setattr(DecodeLayer, "gather", lambda self, index: gathers.append(index.shape[1]) or gather(self, index))
-    monkeypatch.setattr(_Batch, "HOLES", 4)
+    monkeypatch.setattr(DecodeBatch, "HOLES", 4)
     monkeypatch.setattr(engine, "drafter", drafter)
     monkeypatch.setattr(engine, "draft_tokens", 4)
     before = (engine.stats.steps, engine.stats.drafted, engine.stats.accepted, engine.stats.packed)

@@ -282,7 +282,7 @@ def test_nli_uses_max_entailment_over_passages(monkeypatch, tmp_path):
 
 def test_nli_without_a_model_says_how_to_get_one():
     with pytest.raises(ConfigError, match="PyPI.*--nli-model"):
-        get_verifier("nli").check()
+        get_verifier("nli").preflight()
 
 
 # ---------------------------------------------------------------- harness

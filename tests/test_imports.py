@@ -1,6 +1,6 @@
 """The import graph shows the architecture: no cycle between modules (imports inside functions included),
-no arrow running from a lower layer to a higher one (except under TYPE_CHECKING), no SQL about a run
-outside the store, and no module over 600 lines."""
+no arrow running from a lower layer to a higher one (except under TYPE_CHECKING), no private name taken
+from another module, no SQL about a run outside the store, and no module over 600 lines."""
 
 import ast
 import pathlib
@@ -92,6 +92,45 @@ def test_no_arrow_runs_upward():
     upward = [f"{m} -> {t}" for m, p in MODULES.items() for t in imports(p, module_level_only=False)
               if layer(t) > layer(m)]
     assert upward == []
+
+
+def private_imports(path: pathlib.Path) -> list[str]:
+    """Private names (``_x``, not dunders) that ``path`` takes from other halucheck modules: ``from m import
+    _x`` anywhere in it (TYPE_CHECKING blocks included), and ``m._x`` on a module it imported."""
+    tree = ast.parse(path.read_text())
+    private = re.compile(r"^_(?!_)")
+    found, modules = [], set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] == "halucheck":
+            for a in node.names:
+                if f"{node.module}.{a.name}" in MODULES:
+                    modules.add(a.asname or a.name)
+                elif private.match(a.name):
+                    found.append(f"{node.module}.{a.name}")
+        elif isinstance(node, ast.ImportFrom) and node.level:
+            found += [f"{'.' * node.level}{node.module or ''}.{a.name}" for a in node.names if private.match(a.name)]
+        elif isinstance(node, ast.Import):
+            modules |= {a.asname or a.name.split(".")[0] for a in node.names if a.name.split(".")[0] == "halucheck"}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and private.match(node.attr):
+            base = ast.unparse(node.value)
+            if base.split(".")[0] in modules:
+                found.append(f"{base}.{node.attr}")
+    return found
+
+
+def test_no_module_imports_a_private_name_from_another():
+    """A name another module needs is public: a private one shared across modules means a split made by
+    line count, not by concept."""
+    taken = {m: names for m, p in MODULES.items() if (names := private_imports(p))}
+    assert taken == {}
+
+
+def test_the_private_import_finder_finds_them(tmp_path):
+    one = tmp_path / "one.py"
+    one.write_text("from halucheck.records import _hidden\nfrom halucheck import text\n\n\n"
+                   "def f():\n    from halucheck.text import _split, sentences\n    return text._cut, text.sentences\n")
+    assert private_imports(one) == ["halucheck.records._hidden", "halucheck.text._split", "text._cut"]
 
 
 def test_configuration_is_data():

@@ -12,7 +12,7 @@ import pytest
 from halucheck.store import migrations
 from halucheck.errors import InputError
 from halucheck.retrieval import FakeEmbedder, Index, build_index
-from halucheck.retrieval import store as index_store
+from halucheck.retrieval import index_db as index_store
 from halucheck.store.runstore import MIGRATIONS as RUN_MIGRATIONS
 from halucheck.store.runstore import RunStore
 

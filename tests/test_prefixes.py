@@ -11,7 +11,7 @@ from halucheck.engines.fake import FakeEngine
 from halucheck.evaluation.datasets import EvalItem
 from halucheck.evaluation.verifiers import get_verifier as eval_verifier
 from halucheck.prompts import read_statement
-from halucheck.records import Check, Claim, Evidence, Verdict
+from halucheck.records import Case, Claim, Evidence, Verdict
 from halucheck.verifiers import get_verifier, prefixes
 from halucheck.verifiers.base import under_check_statement
 from halucheck.verifiers.base import Verifier
@@ -61,7 +61,7 @@ def test_prefixes_are_cut_from_the_text_without_its_notes():
 
 
 def test_a_note_after_a_wrong_answer_cannot_vouch_for_it():
-    check = Check(Claim(f"{WRONG} {NOTE}"), (Evidence("The Eiffel Tower is in Paris."),))
+    check = Case(Claim(f"{WRONG} {NOTE}"), (Evidence("The Eiffel Tower is in Paris."),))
     engine = FakeEngine(responder=gullible)
     selfcheck = get_verifier("selfcheck")
     whole = selfcheck.verify([check], _pool(engine))[0]
@@ -71,7 +71,7 @@ def test_a_note_after_a_wrong_answer_cannot_vouch_for_it():
     assert verdict.to_dict()["judged"] == WRONG
     # one sentence, one call; two sentences, two (and each part found not factual, one severity call)
     engine.requests.clear()
-    prefixes.verify(selfcheck, [Check(Claim(WRONG), check.evidence), check], _pool(engine))
+    prefixes.verify(selfcheck, [Case(Claim(WRONG), check.evidence), check], _pool(engine))
     assert len([r for r in engine.requests if r.tag != "selfcheck:severity"]) == 3
 
 
@@ -96,11 +96,11 @@ class Scripted(Verifier):
 
 def test_a_part_without_a_verdict_leaves_the_text_undecided_unless_another_part_is_hallucinated():
     a, ab = "A is so.", "A is so. B is so."
-    undecided = prefixes.verify(Scripted({a: None, ab: True}), [Check(Claim(ab))], None)[0]
+    undecided = prefixes.verify(Scripted({a: None, ab: True}), [Case(Claim(ab))], None)[0]
     assert undecided.factuality is None and undecided.error == "failed"
-    decided = prefixes.verify(Scripted({a: False, ab: None}), [Check(Claim(ab))], None)[0]
+    decided = prefixes.verify(Scripted({a: False, ab: None}), [Case(Claim(ab))], None)[0]
     assert decided.factuality is False and decided.judged == a
-    factual = prefixes.verify(Scripted({a: True, ab: True}), [Check(Claim(ab))], None)[0]
+    factual = prefixes.verify(Scripted({a: True, ab: True}), [Case(Claim(ab))], None)[0]
     assert factual.factuality is True and factual.judged is None  # ties go to the whole text
 
 
@@ -158,9 +158,9 @@ def test_a_tool_check_reads_the_whole_answer():
     a, ab = "A is 2 + 2 = 5.", "A is 2 + 2 = 5. So the total is 5."
     tool = Scripted({a: False, ab: True})
     tool.reads_prose = False
-    assert prefixes.verify(tool, [Check(Claim(ab))], None)[0].factuality is True and tool.seen == [ab]
+    assert prefixes.verify(tool, [Case(Claim(ab))], None)[0].factuality is True and tool.seen == [ab]
     judge = Scripted({a: False, ab: True})
-    assert prefixes.verify(judge, [Check(Claim(ab))], None)[0].factuality is False and judge.seen == [a, ab]
+    assert prefixes.verify(judge, [Case(Claim(ab))], None)[0].factuality is False and judge.seen == [a, ab]
     assert eval_verifier("arith").describe()["texts"] == "whole"
 
 

@@ -3,7 +3,7 @@ number of the question is left to the run's verifier."""
 
 import pytest
 
-from halucheck.records import Check, Claim, Evidence
+from halucheck.records import Case, Claim, Evidence
 from halucheck.verifiers.tools.premise import restated
 
 DYLAN = ("Dylan needed chicken sausages and fish sausages to make sausage buns at a party. He bought 8885928 chicken "
@@ -15,7 +15,7 @@ FIELD = ("John has 10 hectares of a pineapple field. There are 986886 pineapples
 
 
 def check(text, question):
-    return restated(Check(Claim(text, None, "premise"), (Evidence(question, source="question"),)))
+    return restated(Case(Claim(text, None, "premise"), (Evidence(question, source="question"),)))
 
 
 @pytest.mark.parametrize("text, question, sentence", [

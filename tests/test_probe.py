@@ -18,7 +18,7 @@ from halucheck.config import VerifierOptions
 from halucheck.errors import ConfigError, InputError
 from halucheck.evaluation.heads import sample
 from halucheck.evaluation.items import EvalItem
-from halucheck.records import Check, Claim, Evidence
+from halucheck.records import Case, Claim, Evidence
 from halucheck.verifiers.probe import training
 from halucheck.verifiers.probe.features import MIN_REUSE, Extractor, Features, FeatureStore, extractor_for
 from halucheck.verifiers.probe.head import Head, resolve
@@ -539,8 +539,8 @@ def _long_passage(seed: int) -> str:
     return " ".join(sentence(rng, 10) for _ in range(14))  # about 1000 characters
 
 
-def two_chunk_check() -> Check:
-    check = Check(Claim("The copper bridge was painted silver."),
+def two_chunk_check() -> Case:
+    check = Case(Claim("The copper bridge was painted silver."),
                   (Evidence(_long_passage(1)), Evidence(_long_passage(2))))
     assert len(chunks([e.text for e in check.evidence])) == 2
     return check
@@ -601,7 +601,7 @@ def test_probe_picks_the_lowest_p_hallucinated_chunk_with_either_head(tiny, tmp_
         p = head.p_hallucinated(feats)
         assert abs(p[0] - p[1]) > 1e-2
         probe = Probe(VerifierOptions(head=str(path)))
-        probe.check()
+        probe.preflight()
         v = probe.verify([check], Pool(tiny))[0]
         best = int(np.argmin(p))
         picked.add(best)
@@ -620,7 +620,7 @@ def test_unsupported_claims_are_graded_with_their_deciding_chunk(tiny, tmp_path)
     head, _ = _probe_head(tiny, tmp_path, 1.0, "flat")
     head.intercept = 3.0  # every chunk hallucinated, P = sigmoid(3); ties go to the first chunk
     path = head.save(tmp_path / "always.npz")
-    a, closed = two_chunk_check(), Check(Claim("Paris is the capital of France."))
+    a, closed = two_chunk_check(), Case(Claim("Paris is the capital of France."))
     tiny.requests.clear()
     tiny.replies[:] = [Result(text='{"error_severity": 2}', parsed={"error_severity": 2}, prompt_tokens=11,
                               completion_tokens=6),
@@ -645,8 +645,8 @@ def test_unsupported_claims_are_graded_with_their_deciding_chunk(tiny, tmp_path)
 
 def test_several_checks_in_one_call_keep_their_own_chunks(tiny, tmp_path):
     a = two_chunk_check()
-    b = Check(Claim("The parade starts at noon."), (Evidence(OTHER_DOC),))
-    c = Check(Claim("Paris is the capital of France."))
+    b = Case(Claim("The parade starts at noon."), (Evidence(OTHER_DOC),))
+    c = Case(Claim("Paris is the capital of France."))
     direct = Direct(VerifierOptions(features=str(tmp_path / "f.sqlite"), grade=False))
     seen = []
     out = direct.verify([a, b, c], Pool(tiny), on_verdict=lambda i, v: seen.append(i))
@@ -682,13 +682,13 @@ def test_probe_refuses_a_head_for_another_model_or_a_missing_one(tiny, tmp_path)
         Probe(VerifierOptions(head=str(path))).verify([two_chunk_check()], Pool(tiny))
     assert one_line(exc) and "someone-else@123" in str(exc.value)
     with pytest.raises(ConfigError) as exc:
-        Probe(VerifierOptions(head="no-such-head")).check()
+        Probe(VerifierOptions(head="no-such-head")).preflight()
     assert one_line(exc)
 
 
 def test_training_examples_read_the_closest_chunk_or_every_chunk(tiny):
     a = two_chunk_check()
-    b = Check(Claim("The parade starts at noon."), (Evidence(OTHER_DOC),))
+    b = Case(Claim("The parade starts at noon."), (Evidence(OTHER_DOC),))
     parts, feats = _reference(tiny, a)
     near = closest(parts, a.claim.statement)
     args = ([a, b], [True, False], ["x:0", "x:1"], ["x", "x"], ["g0", "g1"])

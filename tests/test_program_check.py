@@ -9,7 +9,7 @@ from halucheck.config import Settings
 from halucheck.engines import register
 from halucheck.engines.fake import FakeEngine
 from halucheck.engines.pool import EnginePool
-from halucheck.records import Check, Claim
+from halucheck.records import Case, Claim
 from halucheck.verifiers import get_verifier
 from halucheck.verifiers.tools import program as prog
 from halucheck.verifiers.tools import sandbox
@@ -43,7 +43,7 @@ def scripted(programs):
 def run(claim_text, programs, question=BOXES):
     verifier = get_verifier("program")
     engine = scripted(programs)
-    verdicts = verifier.verify([Check(Claim(claim_text, question, "result"))], pool_with(engine))
+    verdicts = verifier.verify([Case(Claim(claim_text, question, "result"))], pool_with(engine))
     return verifier, verdicts[0]
 
 
@@ -173,7 +173,7 @@ def test_it_refuses_to_run_without_the_sandbox(monkeypatch):
     from halucheck.errors import ConfigError
 
     with pytest.raises(ConfigError, match="sandbox"):
-        get_verifier("program").check()
+        get_verifier("program").preflight()
 
 
 def test_the_model_lists_calculations_the_finder_misses_and_none_it_invents():
@@ -201,7 +201,7 @@ def test_a_whole_math_answer_is_wrong_when_a_listed_calculation_or_its_result_is
             return {"calculations": [{"expression": "2*(5364765) + 16094295", "result": "26823825"}]}
         return "```python\nn = 5364765\nprint(n // 2 * 5 + (n - n // 2) * 3)\n```"
     verifier = get_verifier("math")
-    [v] = verifier.verify([Check(Claim(answer, question))], pool_with(FakeEngine(responder=respond)))
+    [v] = verifier.verify([Case(Claim(answer, question))], pool_with(FakeEngine(responder=respond)))
     # 2 * 5364765 + 16094295 = 26823825 is right; the reasoning is not: the programs say 21459059
     assert v.factuality is False and v.verifier == "math"
     opinions = " ".join(t.opinion for t in v.chain)
@@ -212,7 +212,7 @@ def test_a_whole_math_answer_is_wrong_when_a_listed_calculation_or_its_result_is
 @needs_sandbox
 def test_a_labelled_final_answer_in_words_gives_its_number():
     verifier = get_verifier("program")
-    check = Check(Claim("The final answer is 6000.", BOXES, "result"), meta={"answer": "The factory packs 6,000 items"})
+    check = Case(Claim("The final answer is 6000.", BOXES, "result"), meta={"answer": "The factory packs 6,000 items"})
     [v] = verifier.verify([check], pool_with(scripted([RIGHT_PROGRAM] * 3)))
     assert v.factuality is True and "final result 6,000 matches" in v.chain[0].opinion
 
@@ -223,11 +223,11 @@ def test_right_arithmetic_without_a_reference_is_an_unsure_factual():
         if request.tag == "claims:calculations":
             return {"calculations": []}
         return f"```python\nprint({request.sampling.seed})\n```"  # every program prints something else
-    [v] = get_verifier("math").verify([Check(Claim("48 x 125 = 6000, so 6000 items.", BOXES))],
+    [v] = get_verifier("math").verify([Case(Claim("48 x 125 = 6000, so 6000 items.", BOXES))],
                                       pool_with(FakeEngine(responder=respond)))
     assert v.factuality is True and v.p_hallucinated == prog.P_UNSURE and v.confidence == pytest.approx(0.55)
     # no calculation written either: settled as run settles it, not left without a verdict
-    [v] = get_verifier("math").verify([Check(Claim("So the factory packs 6000 items.", BOXES))],
+    [v] = get_verifier("math").verify([Case(Claim("So the factory packs 6000 items.", BOXES))],
                                       pool_with(FakeEngine(responder=respond)))
     assert v.factuality is True and v.p_hallucinated == prog.P_UNSURE
     assert "Not contradicted, not confirmed" in " ".join(t.opinion for t in v.chain)
@@ -251,7 +251,7 @@ def test_run_settles_a_result_without_a_reference_as_unsure_not_as_a_guess():
     scattered = [f"print({k})\n" for k in range(1, 8)]
     engine = scripted(scattered)
     verifier = routed("selfcheck")
-    [v] = verifier.verify([Check(Claim("The final answer is 6000.", BOXES, "result"))], pool_with(engine))
+    [v] = verifier.verify([Case(Claim("The final answer is 6000.", BOXES, "result"))], pool_with(engine))
     assert v.factuality is True and v.p_hallucinated == prog.P_UNSURE and v.verifier == "program"
     assert "Not contradicted, not confirmed" in v.chain[0].opinion
     assert {r.tag for r in engine.requests} == {"program:solve"}  # no model was asked to guess

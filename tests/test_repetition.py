@@ -10,7 +10,7 @@ import torch
 
 from halucheck.engines import Request, SamplingParams
 from halucheck.engines import ngrams
-from halucheck.engines.constrained import _Penalties, _Row
+from halucheck.engines.constrained import DecodeRow, _Penalties
 from halucheck.engines.openai_server import OpenAIServerEngine
 
 MSG = ({"role": "user", "content": "x"},)
@@ -80,7 +80,7 @@ def _row(regex: str | None, sampling: SamplingParams, prompt: list[int]):
     vocab = Vocabulary(9, {"x": [1], "y": [2], "t": [3], "f": [4]})
     index = Index(regex, vocab) if regex else None
     request = Request(MSG, sampling=sampling, logprobs=True)
-    return _Row(request, prompt, None, Future(), 0.0, index=index, eos_ids=[9], seen=prompt)
+    return DecodeRow(request, prompt, None, Future(), 0.0, index=index, eos_ids=[9], seen=prompt)
 
 
 def test_penalties_apply_in_free_text_only_and_logprobs_come_before_them(monkeypatch):
@@ -203,10 +203,10 @@ def test_a_judges_reasoning_may_repeat_the_claim_and_the_passages_numbers():
     claim's words and the passages' names and numbers, as the debate's do, so "2009" is never pushed to "2008"."""
     from halucheck.config import Settings
     from halucheck.engines.pool import EnginePool
-    from halucheck.records import Check, Claim, Evidence
+    from halucheck.records import Case, Claim, Evidence
     from halucheck.verifiers import get_verifier
 
     engines = EnginePool(Settings.from_dict({"profiles": {"f": {"engine": "fake"}}}))
-    check = Check(Claim("Varenholt was founded in 2009."), (Evidence("Varenholt: founded 2009 in Tampere."),))
+    check = Case(Claim("Varenholt was founded in 2009."), (Evidence("Varenholt: founded 2009 in Tampere."),))
     request = get_verifier("selfcheck").request(check, engines)
     assert "2009" in request.quote and "Tampere" in request.quote and "Varenholt was founded in 2009." in request.quote

@@ -243,7 +243,7 @@ def test_bad_mode(built):
 def test_migrations_are_recorded(built):
     import duckdb
 
-    from halucheck.retrieval.store import MIGRATIONS
+    from halucheck.retrieval.index_db import MIGRATIONS
 
     _, db = built
     with duckdb.connect(str(db), read_only=True) as con:

@@ -13,7 +13,7 @@ from halucheck.cli import app
 from halucheck.errors import InputError
 from halucheck.evidence import EvidenceSources
 from halucheck.retrieval import Index, build_index, get_embedder
-from halucheck.retrieval import store as index_store
+from halucheck.retrieval import index_db as index_store
 
 runner = CliRunner()
 

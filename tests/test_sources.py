@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from halucheck.records import Check, Claim, Evidence
+from halucheck.records import Case, Claim, Evidence
 from halucheck.verifiers.tools.sources import SourceNames, SourceVerifier, backing_sources, find_sources, name_key, title_of
 
 DOCS = [
@@ -47,8 +47,8 @@ def test_the_sources_a_claim_comes_from_are_those_of_its_sentence():
 
 def test_the_check_reads_whether_the_name_was_found():
     v = SourceVerifier(None)
-    found = v.verdict(Check(Claim("products.md", kind="source"), (Evidence("# Products", source="/c/products.md"),)))
-    missing = v.verdict(Check(Claim("warranty-2024.pdf", kind="source"), ()))
+    found = v.verdict(Case(Claim("products.md", kind="source"), (Evidence("# Products", source="/c/products.md"),)))
+    missing = v.verdict(Case(Claim("warranty-2024.pdf", kind="source"), ()))
     assert found.factuality is True and found.error_severity == 0 and "/c/products.md" in found.chain[0].opinion
     assert missing.factuality is False and missing.error_severity == 4 and missing.p_hallucinated > 0.9
     assert "no document" in missing.chain[0].opinion and missing.verifier == "source"

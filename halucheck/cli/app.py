@@ -3,13 +3,17 @@ how a command fails (one line, no traceback)."""
 
 from __future__ import annotations
 
+import functools
+import inspect
+from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated, Callable, Optional
 
 import typer
 from typer.core import TyperCommand, TyperGroup
 
-from halucheck.config import DEBATE_POLICIES, DEFAULT_BAND, DEFAULT_VERIFIER, EVIDENCE_K, PROMPT_SETS, DebateConfig, parse_band
+from halucheck.config import (DEBATE_POLICIES, DEFAULT_BAND, DEFAULT_VERIFIER, EVIDENCE_K, PROMPT_SETS, DebateConfig,
+                              VerifierOptions, nli_model_path, parse_band)
 
 
 class _PlainHelp:
@@ -26,7 +30,7 @@ class _Group(_PlainHelp, TyperGroup):
     pass
 
 
-class _Command(_PlainHelp, TyperCommand):
+class Command(_PlainHelp, TyperCommand):
     pass
 
 
@@ -80,6 +84,7 @@ BAND_HELP = ("A cascade's band on P(hallucinated), LO,HI (default 0,0.5: what th
 
 # -- flags several commands share: declared here once, their defaults from halucheck.config -------------
 DEBATE = DebateConfig()  # the debate's defaults
+VERIFIER_DEFAULTS = VerifierOptions()  # the verifiers' (eval's --samples)
 
 Profile = Annotated[Optional[str], typer.Option("--profile", "-p", help=PROFILE_HELP)]
 Role = Annotated[Optional[list[str]], typer.Option("--role", help="ROLE=PROFILE for one role (repeatable).")]
@@ -109,11 +114,50 @@ BothOrders = Annotated[bool, typer.Option("--leader-both-orders/--leader-one-ord
                                           "--leader-one-order saves a call a round.")]
 
 
-def debate_config(policy: str, min_rounds: int, max_rounds: int, prompts: str,
-                  both_orders: bool = True) -> DebateConfig:
-    """The debate's flags as its configuration (checked there: a bad value is one line saying which)."""
-    return DebateConfig(policy=policy, min_rounds=min_rounds, max_rounds=max_rounds, prompts=prompts,
-                        leader_both_orders=both_orders)
+@dataclass(frozen=True)
+class DebateFlags:
+    """The debate's five flags, as a command declared with :func:`with_debate_flags` receives them."""
+
+    policy: str = DEBATE.policy
+    min_rounds: int = DEBATE.min_rounds
+    max_rounds: int = DEBATE.max_rounds
+    prompts: str = DEBATE.prompts
+    leader_both_orders: bool = DEBATE.leader_both_orders
+
+    def config(self) -> DebateConfig:
+        """The flags as the debate's configuration (checked there: a bad value is one line saying which)."""
+        return DebateConfig(**asdict(self))
+
+
+# the flags, in the order --help lists them, each with its default from halucheck.config
+DEBATE_FLAGS = [inspect.Parameter(name, inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=flag,
+                                  default=getattr(DEBATE, name))
+                for name, flag in (("policy", Policy), ("min_rounds", MinRounds), ("max_rounds", MaxRounds),
+                                   ("prompts", Prompts), ("leader_both_orders", BothOrders))]
+
+
+def with_debate_flags(command: Callable) -> Callable:
+    """Declare the debate's flags on ``command`` once for every command that takes them: they stand where its
+    ``debate: DebateFlags`` parameter stands (so its --help lists them there), and it receives them as one
+    :class:`DebateFlags`."""
+    signature = inspect.signature(command, eval_str=True)
+    parameters = [q for p in signature.parameters.values() for q in (DEBATE_FLAGS if p.name == "debate" else [p])]
+
+    @functools.wraps(command)
+    def with_flags(*args, **kwargs):  # type: ignore[no-untyped-def]
+        flags = DebateFlags(**{p.name: kwargs.pop(p.name) for p in DEBATE_FLAGS})
+        return command(*args, debate=flags, **kwargs)
+
+    with_flags.__signature__ = signature.replace(parameters=parameters)  # type: ignore[attr-defined]
+    with_flags.__annotations__ = {p.name: p.annotation for p in parameters
+                                  if p.annotation is not inspect.Parameter.empty}
+    return with_flags
+
+
+def nli_model_of(verifier: str, nli_model: Optional[Path], config: Optional[Path]) -> Optional[str]:
+    """--nli-model as the nli verifier's model folder when ``verifier`` (or a step of the cascade) is nli, else
+    None."""
+    return nli_model_path(nli_model, config) if "nli" in verifier.split(",") else None
 
 
 def band_of(band: Optional[str]) -> tuple[float, float]:

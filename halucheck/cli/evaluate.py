@@ -7,10 +7,10 @@ from typing import Optional
 
 import typer
 
-from halucheck.cli.app import (BothOrders, DEBATE, EVIDENCE_K, Band, Calibration, Config, HeadName, MaxRounds, MinRounds, NliModel, Policy,
-                               Profile, Prompts, Role, TopK, Verifier, _Command, app, band_of, debate_config, fail,
-                               Flag, settings_of)
-from halucheck.config import DEFAULT_VERIFIER
+from halucheck.cli.app import (EVIDENCE_K, VERIFIER_DEFAULTS, Band, Calibration, Command, Config, DebateFlags, Flag,
+                               HeadName, NliModel, Profile, Role, TopK, Verifier, app, band_of, fail, nli_model_of,
+                               settings_of, with_debate_flags)
+from halucheck.config import DEFAULT_VERIFIER, MIN_ACCURACY
 from halucheck.errors import HalucheckError
 def _eval_extraction(dataset, split, limit, out, config, profile, role, no_cache) -> None:
     from halucheck.evaluation.extraction import run_extraction_eval
@@ -30,7 +30,8 @@ def _eval_extraction(dataset, split, limit, out, config, profile, role, no_cache
     typer.echo(f"  {out_dir / 'extraction.json'}, {out_dir / 'extracted.jsonl'}")
 
 
-@app.command("eval", cls=_Command)
+@app.command("eval", cls=Command)
+@with_debate_flags
 def eval_cmd(
     dirs: Optional[list[Path]] = typer.Argument(None, help="With --compare: the run directories to tabulate."),
     dataset: Optional[list[str]] = typer.Option(
@@ -62,12 +63,8 @@ def eval_cmd(
     name: Optional[str] = typer.Option(None, "--name", help="The run's label in metrics.json and tables (default verifier/profile)."),
     profile: Profile = None,
     role: Role = None,
-    policy: Policy = DEBATE.policy,
-    min_rounds: MinRounds = DEBATE.min_rounds,
-    max_rounds: MaxRounds = DEBATE.max_rounds,
-    prompts: Prompts = DEBATE.prompts,
-    leader_both_orders: BothOrders = DEBATE.leader_both_orders,
-    samples: int = typer.Option(3, help="consistency: sampled verdicts per item."),
+    debate: DebateFlags = DebateFlags(),  # --policy, --min-rounds, --max-rounds, --prompts, --leader-both-orders
+    samples: int = typer.Option(VERIFIER_DEFAULTS.samples, help="consistency: sampled verdicts per item."),
     top_k: TopK = EVIDENCE_K,
     nli_model: NliModel = None,
     head: HeadName = None,
@@ -110,13 +107,11 @@ def eval_cmd(
         if extraction:
             _eval_extraction(dataset, split, limit, out, config, profile, role, no_cache)
             return
-        from halucheck.config import nli_model_path
         from halucheck.evaluation.harness import default_out, run_eval
         from halucheck.evaluation.verifiers import VerifierOptions, get_verifier
 
         options = VerifierOptions(
-            debate=debate_config(policy, min_rounds, max_rounds, prompts, leader_both_orders),
-            samples=samples, nli_model=nli_model_path(nli_model, config) if "nli" in verifier.split(",") else None,
+            debate=debate.config(), samples=samples, nli_model=nli_model_of(verifier, nli_model, config),
             band=band_of(band),
             bibliography=str(bibliography) if bibliography is not None else None, head=head,
         )
@@ -206,7 +201,7 @@ def _eval_user_data(paths: list[Path], limit: Optional[int], corpus: Optional[Pa
     return out
 
 
-@app.command("calibrate", cls=_Command)
+@app.command("calibrate", cls=Command)
 def calibrate_cmd(
     dataset: Optional[list[str]] = typer.Option(None, "--dataset", "-d", help="Labelled set(s) to fit on (its --split)."),
     data: Optional[list[Path]] = typer.Option(None, "--data", help="Your own labelled file(s), as `eval --data`."),
@@ -216,7 +211,7 @@ def calibrate_cmd(
     target_precision: Optional[float] = typer.Option(None, "--target-precision", help="Threshold: the lowest "
                                                      "whose precision on hallucinations reaches this (default: "
                                                      "best balanced accuracy)."),
-    min_accuracy: float = typer.Option(0.8, "--min-accuracy", help="Undecided band: claims outside it are decided "
+    min_accuracy: float = typer.Option(MIN_ACCURACY, "--min-accuracy", help="Undecided band: claims outside it are decided "
                                        "right at least this often on the fitting data."),
     out: Optional[Path] = typer.Option(None, "--out", "-o", help="The eval run it fits on (default runs/calibrate/...)."),
     name: Optional[str] = typer.Option(None, "--name", help="Store it under this name beside the default one (one "
@@ -231,7 +226,6 @@ def calibrate_cmd(
     cross-validated ECE); `run`, `check` and `eval` then report calibrated P(hallucinated)."""
     try:
         from halucheck.verifiers import calibration
-        from halucheck.config import nli_model_path
         from halucheck.evaluation import read_predictions
         from halucheck.evaluation.harness import default_out, run_eval
         from halucheck.evaluation.userdata import load_user_data
@@ -243,8 +237,7 @@ def calibrate_cmd(
             raise HalucheckError("fit on the dev split (--split dev); the test split is kept for reporting")
         if name is not None and (not name.strip() or name.endswith(".json") or "/" in name or "\\" in name):
             raise HalucheckError(f"--name {name!r}: give a plain name such as medical (no path, no .json)")
-        options = VerifierOptions(band=band_of(band),
-                                  nli_model=nli_model_path(nli_model, config) if "nli" in verifier.split(",") else None)
+        options = VerifierOptions(band=band_of(band), nli_model=nli_model_of(verifier, nli_model, config))
         v = get_verifier(verifier, options)
         settings = settings_of(config, profile, role) if v.uses_llm else None
         prof = settings.profile_for("initial") if settings else None

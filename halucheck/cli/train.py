@@ -7,11 +7,11 @@ from typing import Optional
 
 import typer
 
-from halucheck.cli.app import Config, Profile, _Command, app, fail, settings_of
+from halucheck.cli.app import Command, Config, Profile, app, fail, settings_of
 from halucheck.errors import HalucheckError
 
 
-@app.command("train", cls=_Command)
+@app.command("train", cls=Command)
 def train_cmd(
     data: Optional[list[Path]] = typer.Option(
         None, "--data", help="A labelled file (repeatable), the `eval --data` format: .jsonl or .csv with id, answer "

@@ -8,7 +8,7 @@ ATTENTION = "halucheck_cpu"
 DECODE_TOKENS = 16  # query tokens per row up to which a pass counts as a decode step (see _attention)
 
 
-def _register_attention() -> str:
+def register_attention() -> str:
     """Register :func:`_attention` with transformers (its masks are sdpa's) and return its name."""
     from transformers import AttentionInterface
     from transformers.masking_utils import ALL_MASK_ATTENTION_FUNCTIONS, sdpa_mask

@@ -1,4 +1,4 @@
-"""The embedded engine's running batch and the passes over it: :class:`_Batch` (rows, logits, KV cache and
+"""The embedded engine's running batch and the passes over it: :class:`DecodeBatch` (rows, logits, KV cache and
 attention mask), prompt passes that reuse cached prefix KV, and decode steps, drafted and packed ones
 included (:class:`BatchDecoding`, part of :class:`~halucheck.engines.transformers.TransformersEngine`)."""
 
@@ -11,7 +11,7 @@ from halucheck.engines.base import Request
 from halucheck.engines.prefix_cache import Hit, group_of
 
 if TYPE_CHECKING:
-    from halucheck.engines.constrained import _Row
+    from halucheck.engines.constrained import DecodeRow
 
 
 @functools.cache
@@ -23,12 +23,12 @@ def _cache_name() -> str:
     return "cache" if "cache" in CausalLMOutputWithPast.__dataclass_fields__ else "past_key_values"
 
 
-class _Batch:
+class DecodeBatch:
     """The running decode batch: its rows, their next-token logits (float32), KV cache and attention mask.
     Every row's tokens are right-aligned; the mask hides each row's left padding. The cache's layers are
     :class:`~halucheck.engines.decode_cache.DecodeLayer`: float32, with room to grow."""
 
-    def __init__(self, rows: list["_Row"], logits: Any, cache: Any, mask: Any) -> None:
+    def __init__(self, rows: list["DecodeRow"], logits: Any, cache: Any, mask: Any) -> None:
         from halucheck.engines.decode_cache import DecodeLayer
 
         self.rows, self.logits, self.cache, self.mask = rows, logits, cache, mask
@@ -36,7 +36,7 @@ class _Batch:
         cache.layers = [layer if isinstance(layer, DecodeLayer) else DecodeLayer(layer.keys, layer.values)
                         for layer in cache.layers]
 
-    def join(self, rows: list["_Row"], logits: Any, cache: Any, mask: Any) -> None:
+    def join(self, rows: list["DecodeRow"], logits: Any, cache: Any, mask: Any) -> None:
         """Add rows whose prompts were just computed (their logits, KV cache and mask)."""
         import torch
         from torch.nn.functional import pad
@@ -95,7 +95,7 @@ class _Batch:
                 layer.drop_front(start)
 
 
-def _merge(parts: list[tuple[Any, Any, Any]]) -> tuple[Any, Any, Any]:
+def merge_passes(parts: list[tuple[Any, Any, Any]]) -> tuple[Any, Any, Any]:
     """One decode batch from several prompt passes' (logits, KV cache, mask): rows stacked in order, each
     pass's KV and mask left-padded to the widest pass (zeros, which the mask hides)."""
     import torch
@@ -119,7 +119,7 @@ class BatchDecoding:
     (``hf_model``, ``pad_id``), its drafter (``drafter``, ``draft_tokens``), its prefix cache
     (``prefix_cache`` under ``_prefix_lock``), ``stats`` and ``_finish``, which answers a row's caller."""
 
-    def _prefill(self, chunk: list["_Row"]):
+    def _prefill(self, chunk: list["DecodeRow"]):
         """One forward pass over the chunk's prompts; returns the last position's logits (float32), the
         KV cache and the attention mask. Each row: ``[pad][its cached prefix, n tokens][pad][the rest of
         its prompt]`` (see ``halucheck.engines.transformers``); only the rest is computed."""
@@ -144,14 +144,14 @@ class BatchDecoding:
         self._keep_prefixes(chunk, cache, prefix_width, width)
         return out.logits[:, -1:, :].float(), cache, mask
 
-    def _step(self, batch: "_Batch") -> "_Batch | None":
+    def _step(self, batch: "DecodeBatch") -> "DecodeBatch | None":
         """Choose every row's next token from its logits; rows that end (an end token or their own
         ``max_tokens``) leave the batch and are answered; the rest compute their next logits.
 
         With ``draft_tokens``, a greedy row also feeds the tokens its drafter expects next (see
         ``halucheck.engines.drafts``), and the next step reads one set of logits per fed token: each drafted
         token the row would have chosen itself is kept, the first one it would not is replaced by its own
-        choice, and the rest are masked out of the cache (:meth:`_Batch.reject`). The reply is the one
+        choice, and the rest are masked out of the cache (:meth:`DecodeBatch.reject`). The reply is the one
         plain decoding gives. When rows feed different numbers of tokens, only the fed ones are computed
         (:meth:`_packed_step`), not each row padded to the longest feed.
 
@@ -198,7 +198,7 @@ class BatchDecoding:
         batch.logits = out.logits.float()
         return batch
 
-    def _packed_step(self, batch: "_Batch", ids, positions, new):
+    def _packed_step(self, batch: "DecodeBatch", ids, positions, new):
         """The decode step's forward over the fed tokens only, as one sequence (``decode_cache.Pack``);
         returns logits in the batch layout (rows x width x vocabulary; padding positions zero, never read)."""
         import torch
@@ -219,7 +219,7 @@ class BatchDecoding:
         logits[rows, cols] = out.logits[0].float()
         return logits
 
-    def _draft(self, row: "_Row") -> list[int]:
+    def _draft(self, row: "DecodeRow") -> list[int]:
         """The tokens the row's drafter expects after its reply so far (greedy rows only: a sampled row
         must draw its own tokens from its own generator)."""
         if self.drafter is None or row.sampling.temperature > 0:
@@ -265,7 +265,7 @@ class BatchDecoding:
             layers.append((keys, values))
         return DynamicCache(ddp_cache_data=layers)
 
-    def _keep_prefixes(self, chunk: list["_Row"], past: Any, prefix_width: int, width: int) -> None:
+    def _keep_prefixes(self, chunk: list["DecodeRow"], past: Any, prefix_width: int, width: int) -> None:
         """Keep what the group's next calls may reuse: a row without a cached part stores its whole prompt
         as its group's entry (the prompt is contiguous and ends at ``width``); a row that reused its
         group's shared start keeps its own tokens after it (any extension it reused, then what it

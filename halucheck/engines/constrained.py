@@ -1,5 +1,5 @@
 """Constrained decoding in the embedded engine, row by row: the Outlines index of each JSON schema (built
-on the tokenizer's vocabulary, kept in memory and on disk), and :class:`_Row`, one request being decoded:
+on the tokenizer's vocabulary, kept in memory and on disk), and :class:`DecodeRow`, one request being decoded:
 its guide's token mask, its repetition controls (:class:`_Penalties`), its log-probabilities and the
 choice of its next token (greedy or seeded sampling)."""
 
@@ -19,10 +19,10 @@ from halucheck.errors import EngineError
 class SchemaIndexes:
     """The schema side of :class:`~halucheck.engines.transformers.TransformersEngine`: an outlines_core
     Index per JSON schema. Uses the engine's ``tokenizer``, ``eos_ids``, ``whitespace_pattern`` and
-    ``index_cache``, and keeps what it built in ``_indexes``, ``_vocabulary`` and ``_tok_key``."""
+    ``automata_cache``, and keeps what it built in ``_indexes``, ``_vocabulary`` and ``_tok_key``."""
 
     def _index_for(self, schema: dict) -> Any:
-        """The outlines_core Index for ``schema``: kept in memory, and on disk (``index_cache``) keyed by
+        """The outlines_core Index for ``schema``: kept in memory, and on disk (``automata_cache``) keyed by
         the tokenizer, the regex and the outlines_core version, since building one costs 10-15 s on
         two cores for a debate reply and every process would pay it again."""
         # Keep the caller's property order in the regex: it is the order the model writes the fields
@@ -35,7 +35,7 @@ class SchemaIndexes:
                 regex = build_regex_from_schema(key, self.whitespace_pattern)
             except Exception as exc:  # a schema Outlines cannot express is the caller's bug, said plainly
                 raise EngineError(f"Outlines cannot compile this JSON schema: {exc}") from None
-            self._indexes[key] = self.index_cache.get(regex, self._tokenizer_key(), self._build_index)
+            self._indexes[key] = self.automata_cache.get(regex, self._tokenizer_key(), self._build_index)
         return self._indexes[key]
 
     def _build_index(self, regex: str) -> Any:
@@ -83,7 +83,7 @@ def _bit_shifts():
     return torch.arange(32, dtype=torch.int32)
 
 
-class _Row:
+class DecodeRow:
     """One request being decoded: its Outlines guide (or none), repetition controls and sampling, the
     tokens and log-probabilities so far, and the future its caller waits on.
 

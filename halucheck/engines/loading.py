@@ -50,7 +50,7 @@ def _glibc():
 
 def load_dtype(requested: str | None, saved: str | None, native: set[str], int8_ok: bool = False) -> str:
     """The dtype to load weights in: ``requested`` (models.yaml's ``dtype``) if given; else, when the weights
-    are saved in a half type this CPU has no native matmul for (``native``, from :func:`_native_half_types`),
+    are saved in a half type this CPU has no native matmul for (``native``, from :func:`native_half_types`),
     ``int8`` where torch runs its int8 kernels here (``int8_ok``) and float32 where it does not; else
     ``"auto"`` (as saved).
 
@@ -66,7 +66,7 @@ def load_dtype(requested: str | None, saved: str | None, native: set[str], int8_
     return "auto"
 
 
-def _saved_dtype(path) -> str | None:
+def saved_dtype(path) -> str | None:
     """The dtype a model folder's config.json says its weights are in (``dtype`` or ``torch_dtype``)."""
     try:
         config = json.loads((Path(path) / "config.json").read_text())
@@ -76,7 +76,7 @@ def _saved_dtype(path) -> str | None:
     return value if isinstance(value, str) else None
 
 
-def _native_half_types() -> set[str]:
+def native_half_types() -> set[str]:
     """The half types this CPU multiplies natively (oneDNN: AVX-512 or AMX); without them torch falls back
     to a slow generic kernel. Unknown (an older torch without the check): assume native, load as saved."""
     import torch
@@ -91,7 +91,7 @@ def _native_half_types() -> set[str]:
     return native
 
 
-def _usable_cores() -> int:
+def usable_cores() -> int:
     if hasattr(os, "sched_getaffinity"):  # the cores this process may run on (containers, taskset)
         return max(1, len(os.sched_getaffinity(0)))
     return max(1, os.cpu_count() or 1)

@@ -56,14 +56,13 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
-from halucheck.engines.attention import DECODE_TOKENS, _register_attention
+from halucheck.engines.attention import DECODE_TOKENS, register_attention
+from halucheck.engines.automata_cache import AutomataCache
 from halucheck.engines.base import Engine, Request, Result
-from halucheck.engines.batching import BatchDecoding, _Batch, _merge
-from halucheck.engines.constrained import SchemaIndexes, _Row
+from halucheck.engines.batching import BatchDecoding, DecodeBatch, merge_passes
+from halucheck.engines.constrained import DecodeRow, SchemaIndexes
 from halucheck.engines.drafts import NGramDrafter
-from halucheck.engines.index_cache import IndexCache
-from halucheck.engines.loading import (_native_half_types, _saved_dtype, _usable_cores, load_dtype,
-                                       returned_to_the_system)
+from halucheck.engines.loading import load_dtype, native_half_types, returned_to_the_system, saved_dtype, usable_cores
 from halucheck.engines.prefix_cache import PrefixCache, group_of
 from halucheck.errors import ConfigError, EngineError, HalucheckError
 
@@ -124,9 +123,9 @@ class TransformersEngine(SchemaIndexes, BatchDecoding, Engine):
         self._indexes: dict[str, Any] = {}  # schema JSON -> outlines_core Index (built once per schema)
         self._vocabulary = None
         self._tok_key: str | None = None
-        self.index_cache = IndexCache()
+        self.automata_cache = AutomataCache()
         self.load_seconds = 0.0
-        self.threads = int(threads) if threads else _usable_cores()
+        self.threads = int(threads) if threads else usable_cores()
         # the decode loop's inbox: (request, future, time queued); see _serve
         self._waiting: deque[tuple[Request, Future, float]] = deque()
         self._deferred: set[Future] = set()  # put back once to reuse a sibling's prefix (_defer_siblings)
@@ -170,15 +169,15 @@ class TransformersEngine(SchemaIndexes, BatchDecoding, Engine):
 
         hf_logging.disable_progress_bar()  # our own progress bars tell the story; no "Loading weights" bar
         t0 = time.perf_counter()
-        native = _native_half_types()
+        native = native_half_types()
         from halucheck.engines import int8
 
         why = int8.available()
-        chosen = load_dtype(dtype, _saved_dtype(path), native, int8_ok=why is None)
+        chosen = load_dtype(dtype, saved_dtype(path), native, int8_ok=why is None)
         if chosen == "int8" and why is not None:
             raise ConfigError(f"dtype int8: {why}")
         loaded = {"auto": "auto", "int8": torch.bfloat16}.get(chosen) or getattr(torch, chosen)
-        kwargs = {"dtype": loaded, "attn_implementation": _register_attention()}
+        kwargs = {"dtype": loaded, "attn_implementation": register_attention()}
         wide = torch.bfloat16 if "bfloat16" in native else torch.float32
         # int8: the linear layers' weights to int8, the rest bfloat16 (engines/int8.py), tensor by tensor from the
         # file where its names are the modules' (else loaded whole, then converted)
@@ -243,7 +242,7 @@ class TransformersEngine(SchemaIndexes, BatchDecoding, Engine):
         import torch
 
         torch.set_num_threads(self.threads)  # OpenMP's thread count is per calling thread
-        batch: _Batch | None = None
+        batch: DecodeBatch | None = None
         with torch.inference_mode():
             while True:
                 with self._wake:
@@ -298,7 +297,7 @@ class TransformersEngine(SchemaIndexes, BatchDecoding, Engine):
                 self._waiting.extendleft(reversed(later))
         return keep
 
-    def _admit(self, batch: "_Batch | None", taken: list[tuple[Request, Future, float]]) -> "_Batch | None":
+    def _admit(self, batch: "DecodeBatch | None", taken: list[tuple[Request, Future, float]]) -> "DecodeBatch | None":
         """Prepare the taken requests, compute their prompts in passes of ``prefill_batch`` rows (most
         tokens to compute first) and join them to the running batch (or start one)."""
         rows = []
@@ -311,16 +310,16 @@ class TransformersEngine(SchemaIndexes, BatchDecoding, Engine):
         parts = [self._prefill(rows[i : i + self.prefill_batch]) for i in range(0, len(rows), self.prefill_batch)]
         if not parts:
             return batch
-        new = parts[0] if len(parts) == 1 else _merge(parts)
+        new = parts[0] if len(parts) == 1 else merge_passes(parts)
         if batch is None:
-            return _Batch(rows, *new)
+            return DecodeBatch(rows, *new)
         batch.join(rows, *new)
         return batch
 
-    def _row(self, request: Request, future: Future, since: float) -> "_Row":
+    def _row(self, request: Request, future: Future, since: float) -> "DecodeRow":
         input_ids = self._encode(request.messages)
         hit = self._cached_prefix(request, input_ids)
-        return _Row(
+        return DecodeRow(
             request, input_ids, hit, future, since,
             index=self._index_for(request.schema) if request.schema else None,
             eos_ids=self.eos_ids,
@@ -338,7 +337,7 @@ class TransformersEngine(SchemaIndexes, BatchDecoding, Engine):
     def _tokens(self, text: str) -> list[int]:
         return self.tokenizer(text, add_special_tokens=False)["input_ids"] if text else []
 
-    def _finish(self, row: "_Row") -> None:
+    def _finish(self, row: "DecodeRow") -> None:
         """Answer the row's caller."""
         result = Result(
             text=self.tokenizer.decode(row.tokens, skip_special_tokens=True),

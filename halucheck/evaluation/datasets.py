@@ -94,7 +94,8 @@ from typing import TYPE_CHECKING
 
 from halucheck.errors import InputError
 from halucheck.evaluation.grounded_sets import begin, contract_nli, faithdial, q2, summedits
-from halucheck.evaluation.items import ENV_VAR, EvalItem, _folder, _jsonl, _maybe_literal, dataset_root, split_of
+from halucheck.evaluation.items import (ENV_VAR, EvalItem, dataset_folder, dataset_root, maybe_literal, read_jsonl,
+                                        split_of)
 from halucheck.registry import Registry
 
 if TYPE_CHECKING:
@@ -112,8 +113,8 @@ def _words(text: str) -> int:
 
 
 def _factool_claims(root: Path) -> Iterator[EvalItem]:
-    for pos, r in enumerate(_jsonl(_folder(root, "factool") / "knowledge_qa.jsonl")):
-        for j, c in enumerate(_maybe_literal(r["claims"])):
+    for pos, r in enumerate(read_jsonl(dataset_folder(root, "factool") / "knowledge_qa.jsonl")):
+        for j, c in enumerate(maybe_literal(r["claims"])):
             if not isinstance(c.get("label"), bool):
                 continue  # unlabelled claim ("null" in other FacTool files)
             yield EvalItem(
@@ -134,7 +135,7 @@ def _factool_responses(file: str, name: str, meta_of: Callable[[dict], dict]) ->
     (hallucinated when FacTool labels the response false); ``meta_of(record)`` gives what its verifiers read."""
 
     def load(root: Path) -> Iterator[EvalItem]:
-        for pos, r in enumerate(_jsonl(_folder(root, "factool") / file)):
+        for pos, r in enumerate(read_jsonl(dataset_folder(root, "factool") / file)):
             yield EvalItem(
                 id=f"{name}:{pos}",
                 dataset=name,
@@ -151,13 +152,13 @@ def _factool_responses(file: str, name: str, meta_of: Callable[[dict], dict]) ->
 
 
 def _qa_response_meta(r: dict) -> dict:
-    claims = _maybe_literal(r["claims"])
+    claims = maybe_literal(r["claims"])
     return {"claims": [c["claim"] for c in claims], "claim_labels": [c["label"] for c in claims]}
 
 
 def _factool_math_claims(root: Path) -> Iterator[EvalItem]:
-    for pos, r in enumerate(_jsonl(_folder(root, "factool") / "math.jsonl")):
-        for j, c in enumerate(_maybe_literal(r["claims"])):
+    for pos, r in enumerate(read_jsonl(dataset_folder(root, "factool") / "math.jsonl")):
+        for j, c in enumerate(maybe_literal(r["claims"])):
             if not isinstance(c.get("label"), bool):
                 continue  # unlabelled calculation ("null")
             expression, claimed = str(c["claim"]["math_calculation"]), str(c["claim"]["calculated_answer"])
@@ -173,7 +174,7 @@ def _factool_math_claims(root: Path) -> Iterator[EvalItem]:
 
 
 def _math_response_meta(r: dict) -> dict:
-    claims = _maybe_literal(r["claims"])
+    claims = maybe_literal(r["claims"])
     # never "expression"/"claimed": the arith verifier would check those instead of the text
     return {"calculations": [[c["claim"]["math_calculation"], c["claim"]["calculated_answer"]] for c in claims],
             "claim_labels": [c["label"] if isinstance(c["label"], bool) else None for c in claims],
@@ -188,8 +189,8 @@ def _sci_fields(c: dict) -> dict:
 
 
 def _factool_sci_claims(root: Path) -> Iterator[EvalItem]:
-    for pos, r in enumerate(_jsonl(_folder(root, "factool") / "scientific.jsonl")):
-        for j, c in enumerate(_maybe_literal(r["claims"])):
+    for pos, r in enumerate(read_jsonl(dataset_folder(root, "factool") / "scientific.jsonl")):
+        for j, c in enumerate(maybe_literal(r["claims"])):
             if not isinstance(c.get("label"), bool):
                 continue
             f = _sci_fields(c)
@@ -207,14 +208,14 @@ def _factool_sci_claims(root: Path) -> Iterator[EvalItem]:
 
 
 def _sci_response_meta(r: dict) -> dict:
-    claims = [c for c in _maybe_literal(r["claims"]) if isinstance(c.get("label"), bool)]
+    claims = [c for c in maybe_literal(r["claims"]) if isinstance(c.get("label"), bool)]
     return {"citations": [_sci_fields(c) for c in claims], "claim_labels": [c["label"] for c in claims]}
 
 
 def _factool_code(root: Path) -> Iterator[EvalItem]:
     from halucheck.verifiers.tools.code_source import program_of
 
-    for pos, r in enumerate(_jsonl(_folder(root, "factool") / "code.jsonl")):
+    for pos, r in enumerate(read_jsonl(dataset_folder(root, "factool") / "code.jsonl")):
         code = program_of(r["prompt"], r["response"], r["entry_point"])
         yield EvalItem(
             id=f"factool-code:{pos}",
@@ -241,8 +242,8 @@ def factool_sci_bibliography(root: str | os.PathLike | None = None) -> "Bibliogr
     base = dataset_root(root)
     works: list[Work] = []
     seen: set[tuple] = set()
-    for pos, r in enumerate(_jsonl(_folder(base, "factool") / "scientific.jsonl")):
-        for j, c in enumerate(_maybe_literal(r["claims"])):
+    for pos, r in enumerate(read_jsonl(dataset_folder(base, "factool") / "scientific.jsonl")):
+        for j, c in enumerate(maybe_literal(r["claims"])):
             if c.get("label") is not True:
                 continue
             f = _sci_fields(c)
@@ -259,9 +260,9 @@ def factool_sci_bibliography(root: str | os.PathLike | None = None) -> "Bibliogr
 def _factcheck_response_positions(folder: Path) -> dict[str, int]:
     """Claim text -> 0-based position of its response in factcheck-GPT-benchmark.jsonl."""
     out: dict[str, int] = {}
-    for pos, r in enumerate(_jsonl(folder / "factcheck-GPT-benchmark.jsonl")):
+    for pos, r in enumerate(read_jsonl(folder / "factcheck-GPT-benchmark.jsonl")):
         for sent in r["sentences"].values():
-            claims = _maybe_literal(sent.get("claims", []))
+            claims = maybe_literal(sent.get("claims", []))
             if isinstance(claims, list):
                 for c in claims:
                     out.setdefault(c.strip(), pos)
@@ -269,13 +270,13 @@ def _factcheck_response_positions(folder: Path) -> dict[str, int]:
 
 
 def _factcheck_gpt(root: Path) -> Iterator[EvalItem]:
-    folder = _folder(root, "factcheck-gpt")
+    folder = dataset_folder(root, "factcheck-gpt")
     passages: dict[str, list[dict]] = {}
-    for r in _jsonl(folder / "subtasks" / "subtask3_claim_evidence_stance.jsonl"):
+    for r in read_jsonl(folder / "subtasks" / "subtask3_claim_evidence_stance.jsonl"):
         passages.setdefault(r["claim"], []).append(r)
     response_pos = _factcheck_response_positions(folder)
     last = 0
-    for j, r in enumerate(_jsonl(folder / "subtasks" / "subtask4_claim_factuality.jsonl")):
+    for j, r in enumerate(read_jsonl(folder / "subtasks" / "subtask4_claim_factuality.jsonl")):
         # Claims are listed response by response; an unmatched claim (none today) stays with the
         # previous claim's response rather than getting a split of its own.
         pos = response_pos.get(r["claim"].strip(), last)
@@ -297,8 +298,8 @@ def _factcheck_gpt(root: Path) -> Iterator[EvalItem]:
 
 def _wice(file: str, name: str) -> Callable[[Path], Iterator[EvalItem]]:
     def loader(root: Path) -> Iterator[EvalItem]:
-        for pos, r in enumerate(_jsonl(_folder(root, "wice") / file)):
-            meta = _maybe_literal(r.get("meta", {}))
+        for pos, r in enumerate(read_jsonl(dataset_folder(root, "wice") / file)):
+            meta = maybe_literal(r.get("meta", {}))
             meta = meta if isinstance(meta, dict) else {}
             yield EvalItem(
                 id=f"{name}:{pos}",
@@ -307,10 +308,10 @@ def _wice(file: str, name: str) -> Callable[[Path], Iterator[EvalItem]]:
                 label=r["label"] != "supported",
                 group=f"{name}:{pos}",
                 position=pos,
-                evidence=list(_maybe_literal(r["evidence"])),
+                evidence=list(maybe_literal(r["evidence"])),
                 meta={
                     "label3": r["label"],
-                    "supporting_sentences": _maybe_literal(r.get("supporting_sentences", "[]")),
+                    "supporting_sentences": maybe_literal(r.get("supporting_sentences", "[]")),
                     "wice_id": meta.get("id"),
                     "title": meta.get("claim_title"),
                     "context": meta.get("claim_context"),
@@ -322,7 +323,7 @@ def _wice(file: str, name: str) -> Callable[[Path], Iterator[EvalItem]]:
 
 def _halueval_qa(file: str, name: str) -> Callable[[Path], Iterator[EvalItem]]:
     def loader(root: Path) -> Iterator[EvalItem]:
-        for pos, r in enumerate(_jsonl(_folder(root, "halueval") / file)):
+        for pos, r in enumerate(read_jsonl(dataset_folder(root, "halueval") / file)):
             for kind, answer, label in (("right", r["right_answer"], False), ("hallucinated", r["hallucinated_answer"], True)):
                 yield EvalItem(
                     id=f"{name}:{pos}:{kind}",
@@ -341,7 +342,7 @@ def _halueval_qa(file: str, name: str) -> Callable[[Path], Iterator[EvalItem]]:
 
 
 def _halueval_general(root: Path) -> Iterator[EvalItem]:
-    for pos, r in enumerate(_jsonl(_folder(root, "halueval") / "general_data.json")):
+    for pos, r in enumerate(read_jsonl(dataset_folder(root, "halueval") / "general_data.json")):
         yield EvalItem(
             id=f"halueval-general:{pos}",
             dataset="halueval-general",
@@ -356,7 +357,7 @@ def _halueval_general(root: Path) -> Iterator[EvalItem]:
 
 
 def _halueval2(root: Path) -> Iterator[EvalItem]:
-    folder = _folder(root, "halueval2") / "human_annotation"
+    folder = dataset_folder(root, "halueval2") / "human_annotation"
     if not folder.is_dir():
         raise InputError(f"dataset folder {folder} is missing; set ${ENV_VAR} to a folder that has halueval2/human_annotation/")
     for path in sorted(folder.glob("*.json")):
@@ -364,8 +365,8 @@ def _halueval2(root: Path) -> Iterator[EvalItem]:
         with open(path, encoding="utf-8") as fh:
             records = json.load(fh)
         for pos, r in enumerate(records):
-            facts = _maybe_literal(r["chatgpt_fact"])
-            judge = _maybe_literal(r["human_judge"])
+            facts = maybe_literal(r["chatgpt_fact"])
+            judge = maybe_literal(r["human_judge"])
             for j, (fact, verdict) in enumerate(zip(facts, judge)):  # zip drops unjudged tail facts
                 if verdict not in ("true", "false"):
                     continue
@@ -387,7 +388,7 @@ def _split_answers(text: str) -> list[str]:
 
 
 def _truthfulqa(root: Path) -> Iterator[EvalItem]:
-    with open(_folder(root, "truthfulqa") / "TruthfulQA.csv", encoding="utf-8", newline="") as fh:
+    with open(dataset_folder(root, "truthfulqa") / "TruthfulQA.csv", encoding="utf-8", newline="") as fh:
         for pos, r in enumerate(csv.DictReader(fh)):
             q = r["Question"]
             answers = [(a, False) for a in _split_answers(r["Correct Answers"])]
@@ -477,8 +478,8 @@ def corpus(name: str, root: str | os.PathLike | None = None) -> list[str]:
     seen: dict[str, None] = {}
     if name == "factcheck-gpt":
         # All 3,305 (claim, passage) pairs, including those of the excluded not_enough_evidence claims.
-        path = _folder(dataset_root(root), "factcheck-gpt") / "subtasks" / "subtask3_claim_evidence_stance.jsonl"
-        for r in _jsonl(path):
+        path = dataset_folder(dataset_root(root), "factcheck-gpt") / "subtasks" / "subtask3_claim_evidence_stance.jsonl"
+        for r in read_jsonl(path):
             seen.setdefault(r["evidence"], None)
         return list(seen)
     for item in load(name, "all", root=root):

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Callable, Sequence
 import numpy as np
 
 from halucheck.errors import InputError
-from halucheck.evaluation.items import _folder, _jsonl, _maybe_literal, dataset_root, split_of
+from halucheck.evaluation.items import dataset_folder, dataset_root, maybe_literal, read_jsonl, split_of
 from halucheck.evaluation.metrics import N_BOOT, bootstrap_indices, percentile_ci
 
 if TYPE_CHECKING:
@@ -49,18 +49,18 @@ class Response:
 
 def _factcheck_gpt(root: Path) -> list[Response]:
     out = []
-    for pos, r in enumerate(_jsonl(_folder(root, "factcheck-gpt") / "factcheck-GPT-benchmark.jsonl")):
-        sentences = _maybe_literal(r.get("sentences")) or {}
+    for pos, r in enumerate(read_jsonl(dataset_folder(root, "factcheck-gpt") / "factcheck-GPT-benchmark.jsonl")):
+        sentences = maybe_literal(r.get("sentences")) or {}
         gold = [c.strip() for s in sentences.values() if isinstance(s, dict)
-                for c in (_maybe_literal(s.get("claims")) or []) if isinstance(c, str) and c.strip()]
+                for c in (maybe_literal(s.get("claims")) or []) if isinstance(c, str) and c.strip()]
         out.append(Response(f"factcheck-gpt:r{pos}", "factcheck-gpt", r["prompt"], r["response"], gold, pos))
     return out
 
 
 def _factool_qa(root: Path) -> list[Response]:
     out = []
-    for pos, r in enumerate(_jsonl(_folder(root, "factool") / "knowledge_qa.jsonl")):
-        gold = [c["claim"].strip() for c in _maybe_literal(r["claims"]) if c.get("claim")]
+    for pos, r in enumerate(read_jsonl(dataset_folder(root, "factool") / "knowledge_qa.jsonl")):
+        gold = [c["claim"].strip() for c in maybe_literal(r["claims"]) if c.get("claim")]
         out.append(Response(f"factool-qa:{pos}", "factool-qa", r["prompt"], r["response"], gold, pos))
     return out
 
@@ -134,14 +134,14 @@ def run_extraction_eval(datasets: Sequence[str], settings: "Settings", out: str 
                         limit: int | None = None, cache: bool = True) -> dict:
     """Extract claims from every response of ``datasets`` and score them; writes ``out/extraction.json``
     (scores per dataset) and ``out/extracted.jsonl`` (every response with its gold and extracted claims)."""
-    from halucheck.evaluation.harness import REPLIES_FILE, _install_cache
+    from halucheck.evaluation.harness import REPLIES_FILE, install_cache
 
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     from halucheck.engines.pool import EnginePool
 
     engines = EnginePool(settings)
-    store = _install_cache(engines, out / REPLIES_FILE) if cache else None
+    store = install_cache(engines, out / REPLIES_FILE) if cache else None
     try:
         per_set = {name: load_responses(name, split, limit) for name in datasets}
         engine = engines.engine_for("extractor")

@@ -51,7 +51,7 @@ import re
 from collections.abc import Iterator
 from pathlib import Path
 
-from halucheck.evaluation.items import EvalItem, _files, _maybe_literal
+from halucheck.evaluation.items import EvalItem, dataset_files, maybe_literal
 
 
 def _doc_passages(text: str) -> list[str]:
@@ -66,7 +66,7 @@ def _doc_passages(text: str) -> list[str]:
 
 
 def summedits(root: Path) -> Iterator[EvalItem]:
-    for path in _files(root, "summedits", "summedits_*.json"):
+    for path in dataset_files(root, "summedits", "summedits_*.json"):
         domain = path.stem.removeprefix("summedits_")
         with open(path, encoding="utf-8") as fh:
             records = json.load(fh)
@@ -87,7 +87,7 @@ def summedits(root: Path) -> Iterator[EvalItem]:
                 position=pos,
                 evidence=list(passages[pos]),
                 meta={"domain": domain, "record": rec, "summedits_id": r["id"],
-                      "edit_types": _maybe_literal(r.get("edit_types", "[]")), "original_summary": r.get("original_summary")},
+                      "edit_types": maybe_literal(r.get("edit_types", "[]")), "original_summary": r.get("original_summary")},
             )
 
 
@@ -104,7 +104,7 @@ def _reply(dataset: str, part: str, pos: int, response: str, knowledge: str, lab
 
 
 def begin(root: Path) -> Iterator[EvalItem]:
-    for path in _files(root, "begin", "*.tsv"):
+    for path in dataset_files(root, "begin", "*.tsv"):
         part = path.stem.split("_begin_")[-1]  # dev_cmu, dev_tc, dev_wow, test_wow
         with open(path, encoding="utf-8", newline="") as fh:
             for pos, r in enumerate(csv.DictReader(fh, delimiter="\t", quoting=csv.QUOTE_NONE)):
@@ -130,7 +130,7 @@ def _faithdial_label(tag: str) -> bool | None:
 
 
 def faithdial(root: Path) -> Iterator[EvalItem]:
-    for path in _files(root, "faithdial", "*/*.csv"):
+    for path in dataset_files(root, "faithdial", "*/*.csv"):
         model = path.parent.name.lower()  # gold, ctrl, doha, gpt2
         bench = path.stem.rsplit("_", 1)[-1]
         part = f"{model}-{'topical' if bench.startswith('topical') else bench}"
@@ -150,7 +150,7 @@ def faithdial(root: Path) -> Iterator[EvalItem]:
 
 
 def q2(root: Path) -> Iterator[EvalItem]:
-    for path in _files(root, "q2", "*_*consistent.csv"):  # not cross_annotation.csv
+    for path in dataset_files(root, "q2", "*_*consistent.csv"):  # not cross_annotation.csv
         model, kind = path.stem.split("_", 1)
         with open(path, encoding="utf-8", newline="") as fh:
             for pos, r in enumerate(csv.DictReader(fh)):
@@ -165,7 +165,7 @@ _CONTRACT_NLI = {"true": "Entailment", "false": "Contradiction", "na": "NotMenti
 
 
 def contract_nli(root: Path) -> Iterator[EvalItem]:
-    for path in _files(root, "contract-nli", "*.json"):  # dev.json, test.json: ContractNLI's own splits, not ours
+    for path in dataset_files(root, "contract-nli", "*.json"):  # dev.json, test.json: ContractNLI's own splits, not ours
         part = path.stem
         with open(path, encoding="utf-8") as fh:
             data = json.load(fh)

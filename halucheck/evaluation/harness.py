@@ -30,7 +30,7 @@ from halucheck.evaluation.datasets import EvalItem, load
 from halucheck.evaluation.metrics import N_BOOT, calibration_effect
 from halucheck.evaluation.report import LENGTH_CONTROLLED_SETS, METRICS_FILE, write_run
 from halucheck.evaluation.userdata import UserData
-from halucheck.evaluation.verifiers import VerifierOptions, check_of, get_verifier
+from halucheck.evaluation.verifiers import VerifierOptions, case_of, get_verifier
 from halucheck.records import Cost
 from halucheck.text import stop_words
 
@@ -86,7 +86,7 @@ class Meter:
         engines.add_wrapper(lambda engine: MeteredEngine(engine, self))
 
 
-def _install_cache(engines: "EnginePool", path: Path):
+def install_cache(engines: "EnginePool", path: Path):
     """Wrap every engine the pool creates in a reply cache stored at ``path``; returns the store."""
     from halucheck.engines.cache import CachingEngine
     from halucheck.store.runstore import RunStore
@@ -180,7 +180,7 @@ def run_eval(
     if cache and options.features is None:  # direct/probe keep their prompt passes in the model's feature store
         options = replace(options, features="default")
     v = get_verifier(verifier, options)
-    v.check()
+    v.preflight()
     for d in data:
         d.require_items()
     if sample:
@@ -211,7 +211,7 @@ def run_eval(
 
         engines = EnginePool(settings)  # this run's engines, closed when it ends
         if cache:
-            store = _install_cache(engines, Path(replies) if replies else Path(out) / REPLIES_FILE)
+            store = install_cache(engines, Path(replies) if replies else Path(out) / REPLIES_FILE)
         meter.install(engines)
     scope = f"{split} split of the named sets, every item of the user files" if datasets and data else split
     log(f"{v.name}: {len(items)} items of {', '.join(names)} ({scope})"
@@ -222,7 +222,7 @@ def run_eval(
         v.verifier.progress = Progress(f"{v.name}: {len(items)} items")
     else:
         meter.progress = Progress(f"{v.name}: {len(items)} items", unit="replies (about)")
-        meter.expected = v.verifier.expected_calls([check_of(it) for it in shown])
+        meter.expected = v.verifier.expected_calls([case_of(it) for it in shown])
         if meter.expected:  # replies read from the cache count as done work from here
             meter.progress(0, meter.expected)
     t0 = time.perf_counter()
@@ -335,4 +335,4 @@ def default_out(verifier: str, datasets: Sequence[str], split: str, profile: str
 
 
 __all__ = ["BIBLIOGRAPHY_FILE", "EVIDENCE_K", "EvalResult", "Meter", "MeteredEngine", "dataset_bibliography", "default_out",
-           "load_items", "run_eval", "select_evidence"]
+           "install_cache", "load_items", "run_eval", "select_evidence"]

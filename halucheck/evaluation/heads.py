@@ -126,10 +126,10 @@ def train(settings, datasets: Sequence[str], files: Sequence[Path], name: str, p
 def item_examples(items: Sequence[EvalItem], extractor, progress=None, every_chunk: bool = False):
     """Labelled items as training examples: the features of their evidence's chunks (from the store where it has
     them; :func:`halucheck.verifiers.probe.training.examples`)."""
-    from halucheck.evaluation.verifiers import check_of
+    from halucheck.evaluation.verifiers import case_of
     from halucheck.verifiers.probe.training import examples
 
-    return examples([check_of(it) for it in items], [it.label for it in items], [it.id for it in items],
+    return examples([case_of(it) for it in items], [it.label for it in items], [it.id for it in items],
                     [it.dataset for it in items], [it.group for it in items], extractor, progress,
                     every_chunk=every_chunk)
 

@@ -88,20 +88,22 @@ def dataset_root(root: str | os.PathLike | None = None) -> Path:
     )
 
 
-def _folder(root: Path, sub: str) -> Path:
+def dataset_folder(root: Path, sub: str) -> Path:
+    """The folder ``sub`` of the datasets root; an InputError saying how to provide it when missing."""
     p = root / sub
     if not p.is_dir():
         raise InputError(f"dataset folder {p} is missing; copy it there or set ${ENV_VAR} to a folder that has {sub}/")
     return p
 
 
-def _jsonl(path: Path) -> list[dict]:
+def read_jsonl(path: Path) -> list[dict]:
+    """The records of a JSONL file (blank lines skipped)."""
     with open(path, encoding="utf-8") as fh:
         return [json.loads(line) for line in fh if line.strip()]
 
 
-def _maybe_literal(value):
-    # Some upstream files store lists/dicts as Python-repr strings.
+def maybe_literal(value):
+    """``value``, or the list or dict a Python-repr string holds (some upstream files store them so)."""
     if isinstance(value, str):
         try:
             return ast.literal_eval(value)
@@ -110,14 +112,14 @@ def _maybe_literal(value):
     return value
 
 
-def _files(root: Path, sub: str, pattern: str) -> list[Path]:
+def dataset_files(root: Path, sub: str, pattern: str) -> list[Path]:
     """The files of ``sub/`` that match ``pattern``, in alphabetical order of their path in it (each file's
     positions are counted apart)."""
-    folder = _folder(root, sub)
+    folder = dataset_folder(root, sub)
     paths = sorted(folder.glob(pattern), key=lambda p: p.relative_to(folder).as_posix())
     if not paths:
         raise InputError(f"no {pattern} in {folder}; copy the set's files there or set ${ENV_VAR} to a folder that has {sub}/{pattern}")
     return paths
 
 
-__all__ = ["ENV_VAR", "EvalItem", "dataset_root", "split_of"]
+__all__ = ["ENV_VAR", "EvalItem", "dataset_files", "dataset_folder", "dataset_root", "maybe_literal", "read_jsonl", "split_of"]

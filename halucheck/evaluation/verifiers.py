@@ -2,7 +2,7 @@
 
 The verifiers themselves are ``halucheck.verifiers.base``'s (the same ones ``halucheck run`` uses, by the same
 names, cascades included). This module only adapts: an :class:`EvalItem` becomes a
-:class:`~halucheck.records.Check` (:func:`check_of`) and a Verdict becomes a Prediction
+:class:`~halucheck.records.Case` (:func:`case_of`) and a Verdict becomes a Prediction
 (:func:`prediction_of`): ``prediction`` True when the verdict says not factual, ``score`` its
 P(hallucinated); an item no reply could decide gets ``prediction=None`` and the error, which the report
 counts as missing.
@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Sequence
 from halucheck.evaluation.datasets import EvalItem
 from halucheck.evaluation.report import Prediction
 from halucheck.verifiers.judges import consistency_score, likert_score
-from halucheck.records import Check, Claim, Evidence, Verdict
+from halucheck.records import Case, Claim, Evidence, Verdict
 from halucheck.verifiers.scoring import decision_score, p_hallucinated, value_token_prob
 from halucheck.verifiers import Verifier, VerifierOptions, available, prefixes, register
 
@@ -34,10 +34,10 @@ def text_of(item: EvalItem) -> tuple[str | None, str]:
     return None, item.claim
 
 
-def check_of(item: EvalItem) -> Check:
+def case_of(item: EvalItem) -> Case:
     """The claim and evidence every verifier is shown for ``item``."""
     question, text = text_of(item)
-    return Check(Claim(text=text, question=question), tuple(Evidence(text=e, source=item.id) for e in item.evidence),
+    return Case(Claim(text=text, question=question), tuple(Evidence(text=e, source=item.id) for e in item.evidence),
                  meta=dict(item.meta))
 
 
@@ -71,7 +71,7 @@ class EvalVerifier:
         from halucheck.engines.pool import pool_of
 
         engines = pool_of(models) if models is not None else None
-        verdicts = prefixes.verify(self.verifier, [check_of(it) for it in items], engines)
+        verdicts = prefixes.verify(self.verifier, [case_of(it) for it in items], engines)
         return [prediction_of(v) for v in verdicts]
 
 
@@ -92,7 +92,7 @@ __all__ = [
     "VERIFIERS",
     "EvalVerifier",
     "VerifierOptions",
-    "check_of",
+    "case_of",
     "consistency_score",
     "debate_score",
     "decision_score",

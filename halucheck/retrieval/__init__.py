@@ -13,7 +13,7 @@ Modes: ``bm25``, ``dense`` (exact cosine top-k), ``hybrid`` (RRF of both; the Ev
 Where each part lives: :mod:`~halucheck.retrieval.build` (``build_index``, ``IndexReport``),
 :mod:`~halucheck.retrieval.index` (``Index``), :mod:`~halucheck.retrieval.passages` (``PassageIndex``,
 ``search_in_passages``), :mod:`~halucheck.retrieval.fuse` (the modes and RRF), :mod:`~halucheck.retrieval.bm25`,
-:mod:`~halucheck.retrieval.dense` (embedders, ``get_embedder``) and :mod:`~halucheck.retrieval.store` (the
+:mod:`~halucheck.retrieval.dense` (embedders, ``get_embedder``) and :mod:`~halucheck.retrieval.index_db` (the
 DuckDB file). The names below are re-exported here; import them from this package.
 """
 

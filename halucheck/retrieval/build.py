@@ -21,8 +21,9 @@ from typing import Callable
 import numpy as np
 
 from halucheck import ingest
+from halucheck.config import CHUNK_OVERLAP, CHUNK_SENTENCES, EMBED_BATCH
 from halucheck.errors import InputError
-from halucheck.retrieval import store
+from halucheck.retrieval import index_db
 from halucheck.retrieval.dense import default_model, get_embedder
 from halucheck.retrieval.index import bm25_dir, ensure_bm25
 
@@ -82,10 +83,10 @@ def build_index(
     db: str | Path,
     embed_model: str | None = None,
     embedder=None,
-    chunk_sentences: int = 3,
-    chunk_overlap: int = 1,
+    chunk_sentences: int = CHUNK_SENTENCES,
+    chunk_overlap: int = CHUNK_OVERLAP,
     max_chars: int = 1000,
-    batch_size: int = 64,
+    batch_size: int = EMBED_BATCH,
     max_file_bytes: int | None = None,
     progress: bool | None = None,
     warn: Callable[[str], None] | None = None,
@@ -129,7 +130,7 @@ def build_index(
         report = _build(root, db, embed_model, embedder, chunking, chunk_sentences, chunk_overlap, max_chars, batch_size,
                         max_file_bytes, disable, warn, exclude_dirs, t0, max_doc_chars)
     except (duckdb.Error, OSError) as exc:
-        raise (store.disk_error(db, exc) or exc) from None
+        raise (index_db.disk_error(db, exc) or exc) from None
     report.seconds = time.perf_counter() - t0
     return report
 
@@ -148,8 +149,8 @@ def _open_for_build(db: Path, warn: Callable[[str], None]):
     if target != db:
         shutil.rmtree(bm25_dir(db), ignore_errors=True)  # another index's BM25, left at that name
     try:
-        return store.connect(target, create=True), target
-    except store.UnreadableIndex as exc:
+        return index_db.connect(target, create=True), target
+    except index_db.UnreadableIndex as exc:
         if not (exc.own or target != db):  # a file the user named: theirs
             raise
         warn(f"{exc}; building it again" if target == db else f"an unfinished build of {db} cannot be read; "
@@ -158,7 +159,7 @@ def _open_for_build(db: Path, warn: Callable[[str], None]):
             p.unlink(missing_ok=True)
         shutil.rmtree(bm25_dir(db), ignore_errors=True)
         target = _building(db)
-        return store.connect(target, create=True), target
+        return index_db.connect(target, create=True), target
 
 
 def _build(root: Path, db: Path, embed_model, embedder, chunking: str, chunk_sentences: int, chunk_overlap: int,
@@ -170,7 +171,7 @@ def _build(root: Path, db: Path, embed_model, embedder, chunking: str, chunk_sen
     report = IndexReport()
     try:
         # until step 4 ends, the index is not searched (a build killed half-way is finished by the next one)
-        store.set_meta(con, "complete", 0)
+        index_db.set_meta(con, "complete", 0)
         embedder, model_spec = _choose_embedder(con, embed_model, embedder, warn)
 
         # 1. compare the folder with what the index knows
@@ -195,7 +196,7 @@ def _build(root: Path, db: Path, embed_model, embedder, chunking: str, chunk_sen
         # 4. BM25 beside the DB, rebuilt whenever the chunks changed (a few seconds per 100k chunks)
         report.bm25_rebuilt = ensure_bm25(con, db, generation) is not None
         report.timings["bm25"] = time.perf_counter() - t1
-        store.set_meta(con, "complete", 1)
+        index_db.set_meta(con, "complete", 1)
         report.documents = con.execute("SELECT count(*) FROM documents").fetchone()[0]
         report.chunks = con.execute("SELECT count(*) FROM chunks").fetchone()[0]
     finally:
@@ -244,15 +245,15 @@ def _unchanged_index(root: Path, db: Path, embed_model: str | None, embedder,
     if not db.is_file():
         return None
     try:
-        con = store.connect(db, read_only=True, wait_s=0)
+        con = index_db.connect(db, read_only=True, wait_s=0)
     except InputError:  # being built, older, damaged: the writable build waits for it, upgrades it or says so
         return None
     notes: list[str] = []
     report = IndexReport()
     try:
         requested = getattr(embedder, "name", None) if embedder is not None else embed_model
-        stored_model, generation = store.get_meta(con, "embedding_model"), store.get_meta(con, "generation")
-        if (store.get_meta(con, "complete", "1") != "1" or generation is None or stored_model is None
+        stored_model, generation = index_db.get_meta(con, "embedding_model"), index_db.get_meta(con, "generation")
+        if (index_db.get_meta(con, "complete", "1") != "1" or generation is None or stored_model is None
                 or requested not in (None, stored_model)):
             return None
         if con.execute("SELECT count(*) FROM chunks c ANTI JOIN embeddings e ON c.chunk_id = e.chunk_id").fetchone()[0]:
@@ -292,7 +293,7 @@ def _unchanged_index(root: Path, db: Path, embed_model: str | None, embedder,
 def _choose_embedder(con, embed_model: str | None, embedder, warn: Callable[[str], None]):
     """The embedder and its model spec: explicit > the index's own > default. A model other than the index's
     drops the stored embeddings, so every chunk is embedded again with the new one."""
-    stored_model = store.get_meta(con, "embedding_model")
+    stored_model = index_db.get_meta(con, "embedding_model")
     requested = getattr(embedder, "name", None) if embedder is not None else embed_model
     model_spec = requested or stored_model or default_model()
     if embedder is None:
@@ -460,8 +461,8 @@ class _Pending:
     def add_indexed(self, path: str, st: os.stat_result, sha: str | None, docs: list, per_doc: list,
                     reason: str | None = None) -> None:
         """``docs`` read from ``path`` and ``per_doc`` their chunks (a list per document)."""
-        doc_start = store.next_id(self.con, "next_doc_id", len(docs))
-        chunk_start = store.next_id(self.con, "next_chunk_id", sum(map(len, per_doc)))
+        doc_start = index_db.next_id(self.con, "next_doc_id", len(docs))
+        chunk_start = index_db.next_id(self.con, "next_chunk_id", sum(map(len, per_doc)))
         cid = chunk_start
         for j, (doc, chunks) in enumerate(zip(docs, per_doc)):
             self.docs.append((doc_start + j, path, doc.source, doc.text))
@@ -533,12 +534,12 @@ def _record_settings(con, dim: int | None, model_spec: str, chunking: str, chang
     """Store the embedding model (and dimension, when vectors were written now) and the chunking settings;
     a new generation when the chunks changed. Returns the index's generation."""
     if dim is not None:
-        store.set_meta(con, "embedding_dim", dim)
-    store.set_meta(con, "embedding_model", model_spec)
-    store.set_meta(con, "chunking", chunking)
-    if changed or store.get_meta(con, "generation") is None:
-        store.set_meta(con, "generation", int(store.get_meta(con, "generation", "0")) + 1)
-    return int(store.get_meta(con, "generation"))
+        index_db.set_meta(con, "embedding_dim", dim)
+    index_db.set_meta(con, "embedding_model", model_spec)
+    index_db.set_meta(con, "chunking", chunking)
+    if changed or index_db.get_meta(con, "generation") is None:
+        index_db.set_meta(con, "generation", int(index_db.get_meta(con, "generation", "0")) + 1)
+    return int(index_db.get_meta(con, "generation"))
 
 
 def _insert(con, table: str, columns: dict[str, np.ndarray]) -> None:

@@ -12,6 +12,7 @@ from typing import Sequence
 
 import numpy as np
 
+from halucheck.config import SEARCH_HITS, SEARCH_MODE
 from halucheck.errors import InputError
 from halucheck.records import Evidence
 from halucheck.retrieval.bm25 import BM25
@@ -69,11 +70,11 @@ class Index:
     @classmethod
     def open(cls, db: str | Path, embedder=None) -> "Index":
         """Open ``db`` for searching. A missing or corrupt file raises :class:`InputError` (one line)."""
-        from halucheck.retrieval import store
+        from halucheck.retrieval import index_db
 
         db = Path(db).expanduser()
-        con = store.connect(db, read_only=True)
-        if store.get_meta(con, "complete", "1") != "1":  # a build stopped half-way: never searched
+        con = index_db.connect(db, read_only=True)
+        if index_db.get_meta(con, "complete", "1") != "1":  # a build stopped half-way: never searched
             con.close()
             raise InputError(f"the index {db} was not finished (its build was stopped); run `halucheck index DIR "
                              f"--db {db}` again to finish it (`run --corpus` and `search --corpus` do it themselves)")
@@ -90,9 +91,9 @@ class Index:
 
     @property
     def embedding_model(self) -> str:
-        from halucheck.retrieval import store
+        from halucheck.retrieval import index_db
 
-        return store.get_meta(self._con, "embedding_model") or default_model()
+        return index_db.get_meta(self._con, "embedding_model") or default_model()
 
     @property
     def embedder(self):
@@ -124,9 +125,9 @@ class Index:
     def _ensure_bm25(self) -> None:
         if self._bm25 is not None:
             return
-        from halucheck.retrieval import store
+        from halucheck.retrieval import index_db
 
-        generation = int(store.get_meta(self._con, "generation", "0"))
+        generation = int(index_db.get_meta(self._con, "generation", "0"))
         # a reader never writes beside the index (another may be reading that folder): a build saves it
         fresh = ensure_bm25(self._con, self.db, generation, save=False)
         if fresh is not None:
@@ -164,7 +165,8 @@ class Index:
         ids = self._dense_ids
         return [[(int(ids[r]), s) for r, s in hits] for hits in self._dense.search_many(q, k)]
 
-    def search_many(self, queries: Sequence[str], k: int = 10, mode: str = "hybrid") -> list[list[Evidence]]:
+    def search_many(self, queries: Sequence[str], k: int = SEARCH_HITS,
+                    mode: str = SEARCH_MODE) -> list[list[Evidence]]:
         """Top-``k`` chunks per query as :class:`Evidence` (source path, character offsets, score), best
         first. Queries are embedded in one batch and scored together."""
         ranked = fused_search(queries, k, mode, self._bm25_search, self._dense_search)
@@ -188,7 +190,7 @@ class Index:
         sources = dict(self._con.execute(f"SELECT doc_id, source FROM documents WHERE doc_id IN ({doc_ids})").fetchall())
         return {r[0]: (sources[r[1]], r[2], r[3], r[4]) for r in rows}
 
-    def search(self, query: str, k: int = 10, mode: str = "hybrid") -> list[Evidence]:
+    def search(self, query: str, k: int = SEARCH_HITS, mode: str = SEARCH_MODE) -> list[Evidence]:
         """Top-``k`` chunks for one query; see :meth:`search_many`."""
         return self.search_many([query], k, mode)[0]
 

@@ -1,7 +1,7 @@
 """Named, ordered schema migrations for halucheck's DuckDB files: the run database and the corpus index.
 
 A migration is ``(name, sql)``. Each database keeps its own list beside the code that reads its tables
-(``halucheck.store.runstore.MIGRATIONS``, ``halucheck.retrieval.store.MIGRATIONS``) and its own bookkeeping
+(``halucheck.store.runstore.MIGRATIONS``, ``halucheck.retrieval.index_db.MIGRATIONS``) and its own bookkeeping
 table; this module knows neither schema, it only applies and records. Lists are appended to, never
 edited, so opening a file made by an older version upgrades it in place.
 

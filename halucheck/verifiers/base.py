@@ -1,7 +1,7 @@
 """What every verifier is: the :class:`Verifier` base class, its :class:`Cost`, and the Verdicts of a
 single-agent decision or a failure.
 
-A verifier takes claims with their evidence (:class:`~halucheck.records.Check`) and returns one
+A verifier takes claims with their evidence (:class:`~halucheck.records.Case`) and returns one
 :class:`~halucheck.records.Verdict` per claim, in order: factuality, severity (where the verifier rates
 it), P(hallucinated), and its trace as turns. It is batch-first: every LLM call goes through the engine
 pool it is given (one ``generate`` call per step for all claims, or the debate's scheduler), so an engine
@@ -16,7 +16,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Callable, Sequence
 
 from halucheck.config import VerifierOptions
-from halucheck.records import Check, Claim, Cost, Evidence, Turn, Verdict
+from halucheck.records import Case, Claim, Cost, Evidence, Turn, Verdict
 
 if TYPE_CHECKING:
     from halucheck.engines.pool import EnginePool
@@ -75,7 +75,7 @@ class Verifier:
         self.options = options or VerifierOptions()
         self.costs: dict[str, Cost] = {}
 
-    def verify(self, checks: Sequence[Check], engines: "EnginePool | None",
+    def verify(self, checks: Sequence[Case], engines: "EnginePool | None",
                on_verdict: OnVerdict | None = None, on_call: OnCall | None = None) -> list[Verdict]:
         raise NotImplementedError  # pragma: no cover
 
@@ -83,7 +83,7 @@ class Verifier:
         """The LLM calls one claim costs at least (for progress bars)."""
         return 1 if self.uses_llm else 0
 
-    def expected_calls(self, checks: Sequence[Check]) -> int:
+    def expected_calls(self, checks: Sequence[Case]) -> int:
         """The LLM calls ``checks`` cost at least."""
         return self.least_calls() * len(checks)
 
@@ -91,7 +91,7 @@ class Verifier:
         """The settings that shaped this verifier's verdicts (written to metrics.json)."""
         return {}
 
-    def check(self) -> None:
+    def preflight(self) -> None:
         """Raise a HalucheckError before any work when the verifier cannot run as configured."""
 
     def prefix_groups(self, n: int) -> list[str]:

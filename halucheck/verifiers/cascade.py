@@ -49,9 +49,9 @@ class Cascade(Verifier):
                 **({"stages": {name: {"claims": n, "llm_calls": self.costs[name].llm_calls if name in self.costs else 0}
                                for name, n in self.reached.items()}} if self.reached else {})}
 
-    def check(self) -> None:
+    def preflight(self) -> None:
         for s in self.stages:
-            s.check()
+            s.preflight()
 
     def verify(self, checks, engines, on_verdict=None, on_call=None):
         verdicts: list[Verdict | None] = [None] * len(checks)
@@ -108,7 +108,7 @@ class Routed(Verifier):
                 continue
             checker = make(name, self.options)
             try:
-                checker.check()  # given but unusable (a bibliography that does not load): say so now
+                checker.preflight()  # given but unusable (a bibliography that does not load): say so now
             except ConfigError as exc:
                 if kind not in self.OPTIONAL:
                     raise
@@ -125,8 +125,8 @@ class Routed(Verifier):
     def describe(self) -> dict:
         return {**self.main.describe(), "tool_checks": {k: v.name for k, v in self.checkers.items()}}
 
-    def check(self) -> None:
-        self.main.check()
+    def preflight(self) -> None:
+        self.main.preflight()
 
     def verify(self, checks, engines, on_verdict=None, on_call=None):
         verdicts: list[Verdict | None] = [None] * len(checks)

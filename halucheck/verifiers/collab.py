@@ -98,7 +98,7 @@ from typing import TYPE_CHECKING, Literal, Sequence
 from halucheck.engines.base import Request, Result, SamplingParams
 from halucheck.verifiers.judges import Reason, StrictReply, read_reply
 from halucheck.prompts import load as load_prompts
-from halucheck.records import Check, Turn, Verdict
+from halucheck.records import Case, Turn, Verdict
 from halucheck.verifiers.scoring import clamp01, value_token_prob
 from halucheck.verifiers.base import Cost, Verifier, passages, quotable, under_check
 
@@ -226,7 +226,7 @@ class CollabCal(Verifier):
             return s
         return replace(s, temperature=max(self.options.sample_temperature, 1e-3), seed=self.options.seed + agent + 1)
 
-    def _request(self, check: Check, section: str, reply: type[StrictReply], persona: str, sampling: SamplingParams,
+    def _request(self, check: Case, section: str, reply: type[StrictReply], persona: str, sampling: SamplingParams,
                  group: str, logprobs: bool = False, avoid: str = "", **extra) -> Request:
         p = load_prompts("collab")
         question, noun = check.claim.question, self._noun(check)
@@ -365,7 +365,7 @@ class CollabCal(Verifier):
         return out
 
     @staticmethod
-    def _noun(check: Check) -> str:
+    def _noun(check: Case) -> str:
         return "answer" if check.claim.question else "text"
 
     def _turn(self, state: str, result: Result, opinion: str | None = None, hallucinated: bool | None = None,

@@ -32,7 +32,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from halucheck.engines.base import Request, Result, SamplingParams
 from halucheck.prompts import load as load_prompts
-from halucheck.records import Check, Turn, Verdict
+from halucheck.records import Case, Turn, Verdict
 from halucheck.verifiers.scoring import clamp01, decision_score, value_token_prob
 from halucheck.verifiers.base import Cost, Verifier, failed_verdict, passages, quotable, under_check, verdict_from_score
 
@@ -166,7 +166,7 @@ class PromptJudge(Verifier):
         overrides = engines.settings.sampling_for(ROLE) if engines is not None else {}
         return SamplingParams(**{**base.__dict__, **overrides}) if overrides else base
 
-    def messages(self, check: Check, extra: dict | None = None) -> tuple[dict, ...]:
+    def messages(self, check: Case, extra: dict | None = None) -> tuple[dict, ...]:
         p = load_prompts("verifiers")
         section = p[self.prompt]
         noun = "answer" if check.claim.question else "text"
@@ -186,7 +186,7 @@ class PromptJudge(Verifier):
         ctx = {"evidence": list(evidence), "question": question, "text": text, "noun": noun, **(extra or {})}
         return p["shared"].render(**ctx) + "\n\n" + section["task"].render(**ctx)
 
-    def request(self, check: Check, engines: "EnginePool | None") -> Request:
+    def request(self, check: Case, engines: "EnginePool | None") -> Request:
         return Request(
             messages=self.messages(check),
             schema=self.reply.model_json_schema(),
@@ -372,7 +372,7 @@ class Consistency(SelfCheck):
         self.costs = {self.name: cost}
         return out
 
-    def _reflect_messages(self, check: Check, verdict: str, reasoning: str) -> tuple[dict, ...]:
+    def _reflect_messages(self, check: Case, verdict: str, reasoning: str) -> tuple[dict, ...]:
         p = load_prompts("verifiers")
         ctx = {"evidence": passages(check.claim, check.evidence), "question": check.claim.question,
                "text": under_check(check.claim), "verdict": verdict, "reasoning": reasoning}

@@ -35,7 +35,7 @@ class NLI(Verifier):
     def describe(self) -> dict:
         return {"nli_model": self.options.nli_model}
 
-    def check(self) -> None:
+    def preflight(self) -> None:
         path = self.options.nli_model
         if not path:
             raise ConfigError(NO_NLI_MODEL)
@@ -43,7 +43,7 @@ class NLI(Verifier):
             raise ConfigError(f"NLI model folder {path} does not exist; pass --nli-model a local CrossEncoder folder")
 
     def verify(self, checks, engines=None, on_verdict=None, on_call=None) -> list[Verdict]:
-        self.check()
+        self.preflight()
         t0 = time.perf_counter()
         if not any(c.evidence for c in checks):
             raise InputError("nli needs evidence passages and these claims have none: give a --corpus, a context, "

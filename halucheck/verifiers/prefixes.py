@@ -22,10 +22,10 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Sequence
 
 from halucheck.prompts.untrusted import clean, statement
-from halucheck.records import Check, Verdict
+from halucheck.records import Case, Verdict
 from halucheck.text import sentence_spans
 from halucheck.verifiers.scoring import p_hallucinated
-from halucheck.verifiers.tools.code_source import _parse
+from halucheck.verifiers.tools.code_source import parse_python
 
 if TYPE_CHECKING:
     from halucheck.engines.pool import EnginePool
@@ -43,7 +43,7 @@ def is_code(text: str) -> bool:
     """Whether ``text`` is a program rather than prose: it parses as Python with a statement that is more than
     an expression (prose does not parse; a lone phrase is one expression). Prose around a fenced block is still
     prose: a fence cannot shield a sentence from being judged alone."""
-    tree = _parse(text)
+    tree = parse_python(text)
     return tree is not None and any(not isinstance(node, ast.Expr) for node in tree.body)
 
 
@@ -70,27 +70,27 @@ def judged_parts(verifier: "Verifier", text: str, question: str | None = None) -
     return parts(text, question) if verifier.reads_prose else [text]
 
 
-def verify(verifier: "Verifier", checks: Sequence[Check], engines: "EnginePool | None") -> list[Verdict]:
+def verify(verifier: "Verifier", checks: Sequence[Case], engines: "EnginePool | None") -> list[Verdict]:
     """One verdict per check, each text judged by its :func:`judged_parts` in one ``verifier.verify`` call.
 
     The verdict of a text is its part's most likely hallucinated verdict. A part with no verdict (a reply
     that failed) leaves the text undecided, unless another part was found hallucinated: that verdict stands
     whatever the missing one would have said. A verdict taken from a shorter part says so (``judged``).
     """
-    units: list[Check] = []
+    units: list[Case] = []
     owner: list[int] = []
     for i, check in enumerate(checks):
         for part in judged_parts(verifier, check.claim.text, check.claim.question):
             units.append(replace(check, claim=replace(check.claim, text=part)) if part != check.claim.text else check)
             owner.append(i)
     verdicts = verifier.verify(units, engines)
-    grouped: list[list[tuple[Check, Verdict]]] = [[] for _ in checks]
+    grouped: list[list[tuple[Case, Verdict]]] = [[] for _ in checks]
     for i, unit, verdict in zip(owner, units, verdicts):
         grouped[i].append((unit, verdict))
     return [_worst(check, group) for check, group in zip(checks, grouped)]
 
 
-def _worst(check: Check, group: list[tuple[Check, Verdict]]) -> Verdict:
+def _worst(check: Case, group: list[tuple[Case, Verdict]]) -> Verdict:
     if len(group) == 1:
         return group[0][1]
     decided = [(unit, v) for unit, v in group if v.factuality is not None]

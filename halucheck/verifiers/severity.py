@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Callable, Sequence
 
 from halucheck.engines.base import Request, SamplingParams
 from halucheck.prompts import load as load_prompts
-from halucheck.records import Check, Cost, Verdict
+from halucheck.records import Case, Cost, Verdict
 
 if TYPE_CHECKING:
     from halucheck.engines.pool import EnginePool
@@ -30,7 +30,7 @@ def messages(document: str, text: str, question: str | None = None) -> tuple[dic
                                                                text=text)})
 
 
-def grade(checks: Sequence[Check], verdicts: list[Verdict], engines: "EnginePool", cost: Cost | None,
+def grade(checks: Sequence[Case], verdicts: list[Verdict], engines: "EnginePool", cost: Cost | None,
           evidence_of: Callable[[int, Verdict], str], tag: str) -> None:
     """Set ``error_severity`` in place: 0 for a factual verdict, the graded 1-5 for a not-factual one (its first turn
     too); ``evidence_of(i, verdict)``: the evidence that decided claim ``i``."""

@@ -597,7 +597,7 @@ def _identical_after_cleaning(folder: Path) -> set[str]:
     from halucheck.engines.fake import FakeEngine
     from halucheck.engines.pool import EnginePool
     from halucheck.evaluation.userdata import read_user_data
-    from halucheck.evaluation.verifiers import check_of
+    from halucheck.evaluation.verifiers import case_of
     from halucheck.verifiers import get_verifier, prefixes
 
     seen: list[str] = []
@@ -610,7 +610,7 @@ def _identical_after_cleaning(folder: Path) -> set[str]:
         out = {}
         for item in read_user_data(folder / name).items:
             seen.clear()
-            prefixes.verify(selfcheck, [check_of(item)], pool)
+            prefixes.verify(selfcheck, [case_of(item)], pool)
             out[item.id.split(":", 2)[-1]] = tuple(seen)
         return out
 

@@ -8,10 +8,23 @@ plain record that applies the map, serialises to pure JSON and says what it was 
 
 Modules: :mod:`~.metrics` (ECE, Brier, AUROC, reliability bins), :mod:`~.maps` (the temperature, Platt
 and isotonic maps), :mod:`~.threshold` (threshold and undecided band), :mod:`~.record` (the
-:class:`Calibrator`), :mod:`~.fitting` (cross-validated choice of the map, :func:`fit`), :mod:`~.store`
+:class:`Calibrator`), :mod:`~.fitting` (cross-validated choice of the map, :func:`fit`), :mod:`~.files`
 (stored calibrators, :func:`resolve`) and :mod:`~.plot` (the SVG reliability diagram).
 """
 
+from halucheck.verifiers.calibration.files import (
+    NONE,
+    SHIPPED,
+    calibration_dir,
+    calibration_path,
+    load,
+    load_file,
+    names,
+    resolve,
+    save,
+    shipped,
+    shipped_path,
+)
 from halucheck.verifiers.calibration.fitting import FOLDS, MIN_ITEMS, fit
 from halucheck.verifiers.calibration.maps import EPS, METHODS, TIE_BREAK
 from halucheck.verifiers.calibration.metrics import (
@@ -33,19 +46,6 @@ from halucheck.verifiers.calibration.record import (
     calibrated_fields,
     describe,
     json_safe,
-)
-from halucheck.verifiers.calibration.store import (
-    NONE,
-    SHIPPED,
-    calibration_dir,
-    calibration_path,
-    load,
-    load_file,
-    names,
-    resolve,
-    save,
-    shipped,
-    shipped_path,
 )
 from halucheck.verifiers.calibration.threshold import MIN_ACCURACY, band_for, choose_threshold
 

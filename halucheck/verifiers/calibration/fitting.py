@@ -29,10 +29,10 @@ from collections.abc import Sequence
 import numpy as np
 
 from halucheck.errors import InputError
-from halucheck.verifiers.calibration.maps import _FITTERS, METHODS, _apply
+from halucheck.verifiers.calibration.maps import FITTERS, METHODS, apply_map
 from halucheck.verifiers.calibration.metrics import auroc_score, brier_score, expected_calibration_error
-from halucheck.verifiers.calibration.record import Calibrator, _num
-from halucheck.verifiers.calibration.threshold import MIN_ACCURACY, _band, _threshold
+from halucheck.verifiers.calibration.record import Calibrator, finite_or_none
+from halucheck.verifiers.calibration.threshold import MIN_ACCURACY, band_with_stats, threshold_with_rule
 
 MIN_ITEMS = 10
 """The fewest labelled items :func:`fit` accepts (and both classes must be among them)."""
@@ -68,7 +68,7 @@ def _cross_validate(s, y, methods, folds, seed) -> tuple[dict[str, np.ndarray], 
     for m in methods:
         out = np.empty_like(s)
         for train, test in splits:
-            out[test] = _apply(m, _FITTERS[m](s[train], y[train]), s[test])
+            out[test] = apply_map(m, FITTERS[m](s[train], y[train]), s[test])
         oof[m] = out
     return oof, folds
 
@@ -128,16 +128,16 @@ def fit(
         chosen = "temperature" if "temperature" in methods else methods[0]
         selection = (f"no cross-validation: only {min(pos, neg)} {smaller} item; took {chosen} without comparison"
                      + (" (one parameter, the least able to overfit)" if chosen == "temperature" else ""))
-    parameters = _FITTERS[chosen](s, y)
-    after = _apply(chosen, parameters, s)
+    parameters = FITTERS[chosen](s, y)
+    after = apply_map(chosen, parameters, s)
     # threshold and band on out-of-fold calibrated scores when there are some (see module docstring)
     basis_scores, basis = (oof[chosen], "out-of-fold") if chosen in oof else (after, "in-sample")
-    threshold, rule = _threshold(basis_scores, y, target_precision)
+    threshold, rule = threshold_with_rule(basis_scores, y, target_precision)
     if min_accuracy is None:
         band, stats = [threshold, threshold], {"undecided_share": 0.0, "decided_accuracy": None}
         band_rule = "no band asked"
     else:
-        lo, hi, stats = _band(basis_scores, y, min_accuracy, threshold)
+        lo, hi, stats = band_with_stats(basis_scores, y, min_accuracy, threshold)
         band = [lo, hi]
         if stats["reached"]:
             band_rule = (f"fewest undecided claims ({stats['undecided_share']:.1%}) with the decided ones right "
@@ -155,18 +155,18 @@ def fit(
         cv_brier=cv_brier,
         folds=k,
         selection=selection,
-        ece_before=_num(expected_calibration_error(s, y)),
-        ece_after=_num(expected_calibration_error(after, y)),
-        brier_before=_num(brier_score(s, y)),
-        brier_after=_num(brier_score(after, y)),
-        auroc_before=_num(auroc_score(s, y)),
-        auroc_after=_num(auroc_score(after, y)),
+        ece_before=finite_or_none(expected_calibration_error(s, y)),
+        ece_after=finite_or_none(expected_calibration_error(after, y)),
+        brier_before=finite_or_none(brier_score(s, y)),
+        brier_after=finite_or_none(brier_score(after, y)),
+        auroc_before=finite_or_none(auroc_score(s, y)),
+        auroc_after=finite_or_none(auroc_score(after, y)),
         threshold_rule=rule,
         band_rule=band_rule,
         threshold_basis=basis,
         target_precision=target_precision,
         min_accuracy=min_accuracy,
-        undecided_share=_num(stats["undecided_share"]),
+        undecided_share=finite_or_none(stats["undecided_share"]),
         decided_accuracy=stats["decided_accuracy"],
         verifier=verifier,
         profile=profile,

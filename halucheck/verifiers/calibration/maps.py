@@ -88,10 +88,11 @@ def _fit_isotonic(s: np.ndarray, y: np.ndarray) -> dict:
     return {"x": [float(v) for v in iso.X_thresholds_], "y": [float(v) for v in iso.y_thresholds_]}
 
 
-_FITTERS = {"temperature": _fit_temperature, "platt": _fit_platt, "isotonic": _fit_isotonic}
+FITTERS = {"temperature": _fit_temperature, "platt": _fit_platt, "isotonic": _fit_isotonic}
 
 
-def _apply(method: str, parameters: Mapping, p, eps: float = EPS) -> np.ndarray:
+def apply_map(method: str, parameters: Mapping, p, eps: float = EPS) -> np.ndarray:
+    """Raw P(hallucinated) ``p`` through the fitted ``method`` map with its ``parameters``."""
     p = np.asarray(p, dtype=float)
     if method == "temperature":
         return _sigmoid(_logit(p, eps) / parameters["T"], eps)
@@ -104,7 +105,7 @@ def _apply(method: str, parameters: Mapping, p, eps: float = EPS) -> np.ndarray:
     raise ValueError(f"unknown calibration method {method!r}; one of {', '.join(METHODS)}")
 
 
-def _check_parameters(method: str, parameters: Mapping) -> None:
+def check_parameters(method: str, parameters: Mapping) -> None:
     """Raise ValueError when ``parameters`` cannot drive ``method``."""
     def finite(v):
         return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)

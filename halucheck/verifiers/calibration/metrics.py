@@ -21,7 +21,8 @@ CONSISTENCY_DRAWS = 1000
 """Label draws behind :func:`ece_if_calibrated`."""
 
 
-def _arrays(scores, labels) -> tuple[np.ndarray, np.ndarray]:
+def as_arrays(scores, labels) -> tuple[np.ndarray, np.ndarray]:
+    """Scores and labels as flat float arrays of the same length (ValueError otherwise)."""
     s = np.asarray(scores, dtype=float).reshape(-1)
     y = np.asarray(labels, dtype=float).reshape(-1)
     if s.shape != y.shape:
@@ -44,7 +45,7 @@ def bin_index(scores, bins: int = ECE_BINS) -> np.ndarray:
 def reliability_table(scores, labels, bins: int = ECE_BINS) -> list[dict]:
     """One row per bin (empty ones included): ``lo``, ``hi``, ``n``, ``mean_score`` and ``observed`` (the
     share of hallucinated items), the last two None for an empty bin."""
-    s, y = _arrays(scores, labels)
+    s, y = as_arrays(scores, labels)
     idx = bin_index(s, bins)
     rows = []
     for k in range(bins):
@@ -64,7 +65,7 @@ def reliability_table(scores, labels, bins: int = ECE_BINS) -> list[dict]:
 def expected_calibration_error(scores, labels, bins: int = ECE_BINS) -> float:
     """Binary ECE of the hallucination probability over ``bins`` equal-width bins (module docstring);
     NaN for no items."""
-    s, y = _arrays(scores, labels)
+    s, y = as_arrays(scores, labels)
     return float(_ece(s, y[None], bins)[0]) if s.size else math.nan
 
 
@@ -80,7 +81,7 @@ def _ece(s: np.ndarray, y: np.ndarray, bins: int) -> np.ndarray:
 
 def brier_score(scores, labels) -> float:
     """Mean squared difference between the score and the 0/1 label; NaN for no items."""
-    s, y = _arrays(scores, labels)
+    s, y = as_arrays(scores, labels)
     return float(np.mean((s - y) ** 2)) if s.size else math.nan
 
 
@@ -98,7 +99,7 @@ def ece_if_calibrated(scores, labels=None, bins: int = ECE_BINS, draws: int = CO
     miscalibration; an observed ECE near ``mean`` is what calibrated scores give on ``n`` items, so a
     target below ``mean`` cannot be shown on so few. NaN fields for no items.
     """
-    s, y = _arrays(scores, np.zeros(np.size(scores)) if labels is None else labels)
+    s, y = as_arrays(scores, np.zeros(np.size(scores)) if labels is None else labels)
     out = {"n": int(s.size), "draws": int(draws), "mean": math.nan, "p95": math.nan}
     if labels is not None:
         out.update(observed=math.nan, p_value=math.nan)

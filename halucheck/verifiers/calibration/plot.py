@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from xml.sax.saxutils import escape
 
-from halucheck.verifiers.calibration.metrics import ECE_BINS, _arrays, expected_calibration_error, reliability_table
-from halucheck.verifiers.calibration.record import _f, _num
+from halucheck.verifiers.calibration.metrics import ECE_BINS, as_arrays, expected_calibration_error, reliability_table
+from halucheck.verifiers.calibration.record import finite_or_none, format_score
 
 COLORS = ("#d95f02", "#1b9e77")  # colour-blind-safe pair (ColorBrewer Dark2)
 
@@ -43,7 +43,7 @@ def reliability_svg(
     tables, eces = [], []
     n_items = None
     for _, sc in series:
-        s, y = _arrays(sc, labels)
+        s, y = as_arrays(sc, labels)
         if n_items is not None and s.size != n_items:
             raise ValueError("calibrated scores must be as many as the raw ones")
         n_items = s.size
@@ -130,7 +130,7 @@ def reliability_svg(
                'stroke="#555555" stroke-dasharray="5,4"/>')
     out.append(f'<text x="{x + 18:.1f}" y="{legend_y:.1f}">perfect calibration</text>')
     caption = f"ECE ({bins} bins, {n_items} items): " + " · ".join(
-        f"{name} {_f(_num(e))}" for (name, _), e in zip(series, eces))
+        f"{name} {format_score(finite_or_none(e))}" for (name, _), e in zip(series, eces))
     out.append(f'<text class="caption" x="{width / 2:.1f}" y="{caption_y:.1f}" text-anchor="middle">'
                f'{escape(caption)}</text>')
     out.append("</svg>")

@@ -13,7 +13,7 @@ from datetime import datetime, timezone
 import numpy as np
 
 from halucheck import __version__
-from halucheck.verifiers.calibration.maps import EPS, _apply, _check_parameters
+from halucheck.verifiers.calibration.maps import EPS, apply_map, check_parameters
 
 FORMAT = 1
 """Version of the JSON layout written by :meth:`Calibrator.to_json`."""
@@ -70,7 +70,7 @@ class Calibrator:
     format: int = FORMAT
 
     def __post_init__(self):
-        _check_parameters(self.method, self.parameters)
+        check_parameters(self.method, self.parameters)
         if not (isinstance(self.band, (list, tuple)) and len(self.band) == 2):
             raise ValueError("band must be [lo, hi]")
         self.band = [float(self.band[0]), float(self.band[1])]
@@ -95,7 +95,7 @@ class Calibrator:
         if raw.size and (np.isnan(raw).any() or raw.min() < 0 or raw.max() > 1):
             raise ValueError("raw scores must be probabilities in [0, 1]")
         out: list[float | None] = [None] * len(ps)
-        for i, q in zip(idx, _apply(self.method, self.parameters, raw, self.eps) if raw.size else []):
+        for i, q in zip(idx, apply_map(self.method, self.parameters, raw, self.eps) if raw.size else []):
             out[i] = float(q)
         return out
 
@@ -120,7 +120,7 @@ class Calibrator:
         head = f"{self.method}" + (f" (CV ECE {cv:.3f}" + (f"; {others})" if others else ")") if cv is not None else "")
         lo, hi = self.band
         band = f"undecided {lo:.3f} <= P < {hi:.3f}" if lo < hi else "no undecided band"
-        return (f"{head}; ECE {_f(self.ece_before)} -> {_f(self.ece_after)} on {self.n} items "
+        return (f"{head}; ECE {format_score(self.ece_before)} -> {format_score(self.ece_after)} on {self.n} items "
                 f"({self.positives} hallucinated); threshold {self.threshold:.3f}; {band}")
 
     def describe(self) -> str:
@@ -128,7 +128,8 @@ class Calibrator:
         fitted = ", ".join([*self.datasets, *self.files]) or "labelled data"
         label = f" {self.name!r}" if self.name else ""
         return (f"calibrated: {self.method} map{label} for {self.verifier}/{self.profile or '-'} fitted on {fitted} "
-                f"({self.split or 'all'}, {self.n} items; ECE {_f(self.ece_before)} -> {_f(self.ece_after)} there)")
+                f"({self.split or 'all'}, {self.n} items; ECE {format_score(self.ece_before)} -> "
+                f"{format_score(self.ece_after)} there)")
 
     # ---- JSON
 
@@ -163,7 +164,8 @@ class Calibrator:
             raise ValueError(str(e)) from None
 
 
-def _f(v) -> str:
+def format_score(v) -> str:
+    """A score as shown in summaries: three decimals, or n/a."""
     return "n/a" if v is None else f"{v:.3f}"
 
 
@@ -180,7 +182,8 @@ def json_safe(x):
     return x
 
 
-def _num(v: float) -> float | None:
+def finite_or_none(v: float) -> float | None:
+    """``v`` as a float, or None when it is missing or not finite (JSON has no NaN)."""
     return None if v is None or not math.isfinite(v) else float(v)
 
 

@@ -9,11 +9,10 @@ from __future__ import annotations
 
 import numpy as np
 
+from halucheck.config import MIN_ACCURACY
 from halucheck.errors import InputError
-from halucheck.verifiers.calibration.metrics import _arrays
+from halucheck.verifiers.calibration.metrics import as_arrays
 
-MIN_ACCURACY = 0.8
-"""Default accuracy that the decided claims must reach on the fitting data (see :func:`band_for`)."""
 MAX_CUTS = 500
 """Candidate cut points per side of the threshold in :func:`band_for` (thinned to quantiles above)."""
 
@@ -25,7 +24,8 @@ def _cuts(s: np.ndarray) -> np.ndarray:
     return np.concatenate([[0.0], (u[:-1] + u[1:]) / 2])
 
 
-def _threshold(s: np.ndarray, y: np.ndarray, target_precision: float | None) -> tuple[float, str]:
+def threshold_with_rule(s: np.ndarray, y: np.ndarray, target_precision: float | None) -> tuple[float, str]:
+    """:func:`choose_threshold` on arrays, with the rule that chose it."""
     if target_precision is not None and not 0 < target_precision <= 1:
         raise ValueError("target_precision must be in (0, 1]")
     pos, neg = int(y.sum()), int(y.size - y.sum())
@@ -63,8 +63,8 @@ def choose_threshold(scores, labels, target_precision: float | None = None) -> f
     (flag everything) and the midpoints between consecutive distinct scores, so a threshold never sits
     on a fitted score. Raises :class:`InputError` unless both classes are present.
     """
-    s, y = _arrays(scores, labels)
-    return _threshold(s, y, target_precision)[0]
+    s, y = as_arrays(scores, labels)
+    return threshold_with_rule(s, y, target_precision)[0]
 
 
 def _thin(c: np.ndarray) -> np.ndarray:
@@ -73,7 +73,9 @@ def _thin(c: np.ndarray) -> np.ndarray:
     return np.unique(c[np.linspace(0, c.size - 1, MAX_CUTS).round().astype(int)])
 
 
-def _band(s: np.ndarray, y: np.ndarray, min_accuracy: float, threshold: float) -> tuple[float, float, dict]:
+def band_with_stats(s: np.ndarray, y: np.ndarray, min_accuracy: float, threshold: float) -> tuple[float, float, dict]:
+    """:func:`band_for` on arrays, with its statistics: the share left undecided, the accuracy of the rest,
+    whether it reached ``min_accuracy``."""
     if not 0 < min_accuracy <= 1:
         raise ValueError("min_accuracy must be in (0, 1]")
     if not 0 <= threshold <= 1:
@@ -116,7 +118,7 @@ def band_for(scores, labels, min_accuracy: float = MIN_ACCURACY, threshold: floa
     scores (and 0, the threshold, 1). ``(t, t)`` (empty) when all decisions already reach the accuracy;
     ``(0, 1)`` (everything undecided) when no band does.
     """
-    s, y = _arrays(scores, labels)
-    t = _threshold(s, y, None)[0] if threshold is None else float(threshold)
-    lo, hi, _ = _band(s, y, min_accuracy, t)
+    s, y = as_arrays(scores, labels)
+    t = threshold_with_rule(s, y, None)[0] if threshold is None else float(threshold)
+    lo, hi, _ = band_with_stats(s, y, min_accuracy, t)
     return lo, hi

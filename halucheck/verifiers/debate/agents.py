@@ -29,7 +29,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from halucheck.config import VerifierOptions
 from halucheck.engines.base import Request, Result, SamplingParams
 from halucheck.prompts import load as load_prompts
-from halucheck.records import Check, Claim, Evidence, Role, State, Turn
+from halucheck.records import Case, Claim, Evidence, Role, State, Turn
 from halucheck.verifiers.base import passages, quotable, under_check, under_check_statement
 from halucheck.verifiers.debate.quotes import QUOTE_CHARS, check_quotes, is_void
 from halucheck.verifiers.judges import SelfCheck
@@ -255,7 +255,7 @@ class Agents:
         """``group``: the claim's key; every call of its debate shares a prompt start (see
         ``Request.prefix_group``)."""
         if call.role == "initial" and call.prompts != "paper":
-            return replace(self.first.request(Check(claim, tuple(evidence)), self.engines), tag="debate:initial")
+            return replace(self.first.request(Case(claim, tuple(evidence)), self.engines), tag="debate:initial")
         sampling = (self.engines.settings.sampling(call.role, self.sampling) if self.engines is not None
                     else self.sampling)
         if call.prompts != "paper":

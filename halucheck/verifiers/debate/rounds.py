@@ -20,21 +20,14 @@ touches an engine, so the same logic runs one claim at a time or thousands at on
 
 from __future__ import annotations
 
-from typing import Generator, Sequence
+from typing import Generator, Sequence, cast
 
-from halucheck.config import DebateConfig
+from halucheck.config import DEBATE_POLICIES, DebateConfig
 from halucheck.records import Claim, Evidence, State, Turn, Verdict
 from halucheck.verifiers.debate.agents import AgentCall
 from halucheck.verifiers.debate.score import ScoreWeights, features, round_verdict, shipped
 from halucheck.verifiers.scoring import pool
 
-# Policy -> (next state when the standing verdict is factual, when it is not). Paper Table 4.
-POLICIES: dict[str, tuple[State, State]] = {
-    "true-skeptic": ("S2", "S1"),
-    "true-trust": ("S1", "S2"),
-    "always-trust": ("S1", "S1"),
-    "always-skeptic": ("S2", "S2"),
-}
 ORDER: dict[State, tuple[str, str, str]] = {
     "S1": ("trust", "skeptic", "leader"),
     "S2": ("skeptic", "trust", "leader"),
@@ -43,9 +36,9 @@ DEFAULT_SEVERITY = 2  # "a noticeable part is wrong or unsupported", when no sta
 
 
 def next_state(policy: str, result: bool) -> State:
-    """The transition: the next state given the standing verdict R."""
-    on_true, on_false = POLICIES[policy]
-    return on_true if result else on_false
+    """The transition: the next state given the standing verdict R (``config.DEBATE_POLICIES``, paper Table 4)."""
+    on_true, on_false = DEBATE_POLICIES[policy]
+    return cast(State, on_true if result else on_false)
 
 
 def debate(claim: Claim, evidence: Sequence[Evidence], cfg: DebateConfig = DebateConfig(),

@@ -27,7 +27,7 @@ from typing import Callable, Generator, Sequence
 from halucheck.verifiers.debate.agents import AgentCall, Agents, turn_from_result
 from halucheck.verifiers.debate.rounds import DebateConfig, debate
 from halucheck.verifiers.debate.score import ScoreWeights
-from halucheck.records import Check, Claim, Evidence, Turn, Verdict
+from halucheck.records import Case, Claim, Evidence, Turn, Verdict
 
 # Debates kept in flight per batch slot of a batch engine. With one batch's worth, debates that finish
 # early leave batches half empty: 256 claims at max_batch 64 took 44 engine steps for 2305 calls; with 4,
@@ -35,7 +35,7 @@ from halucheck.records import Check, Claim, Evidence, Turn, Verdict
 IN_FLIGHT_PER_SLOT = 4
 
 
-DebateJob = Check  # one claim to debate with its evidence
+DebateJob = Case  # one claim to debate with its evidence
 
 
 @dataclass

@@ -115,7 +115,7 @@ def load_weights(path: str | os.PathLike | None = None) -> ScoreWeights:
 
 def weights_path(profile: str | None, root: str | os.PathLike | None = None) -> Path:
     """Where ``halucheck calibrate -v debate`` keeps the weights it fits for ``profile`` (beside the calibrators)."""
-    from halucheck.verifiers.calibration.store import calibration_dir
+    from halucheck.verifiers.calibration.files import calibration_dir
 
     return calibration_dir(root) / f"debate-score--{quote(str(profile or ''), safe='')}.json"
 
@@ -135,7 +135,7 @@ def resolve_weights(profile: str | None, model: str | None, root: str | os.PathL
 
 def save_weights(weights: ScoreWeights, path: str | os.PathLike) -> Path:
     """Write ``weights`` to ``path`` atomically."""
-    from halucheck.verifiers.calibration.store import write_atomic
+    from halucheck.verifiers.calibration.files import write_atomic
 
     return write_atomic(Path(path), json.dumps(weights.to_dict(), indent=2) + "\n")
 

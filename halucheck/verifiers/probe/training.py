@@ -21,7 +21,7 @@ from typing import Callable, Sequence
 import numpy as np
 
 from halucheck.errors import InputError
-from halucheck.records import Check
+from halucheck.records import Case
 from halucheck.verifiers.probe.features import Extractor, Features
 from halucheck.verifiers.probe.head import Head
 from halucheck.verifiers.probe.prompt import RECIPE
@@ -50,7 +50,7 @@ class Example:
         return max(self.chunks, key=lambda f: f.margin)
 
 
-def examples(checks: Sequence[Check], labels: Sequence[bool], ids: Sequence[str], datasets: Sequence[str],
+def examples(checks: Sequence[Case], labels: Sequence[bool], ids: Sequence[str], datasets: Sequence[str],
              groups: Sequence[str], extractor: Extractor,
              progress: Callable[[int, int], None] | None = None, every_chunk: bool = False) -> list[Example]:
     """The features of each check's chunk closest to its claim (``every_chunk``: of all its chunks), from the

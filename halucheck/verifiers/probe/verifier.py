@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Sequence
 
 import numpy as np
 
-from halucheck.records import Check, Cost, Turn, Verdict
+from halucheck.records import Case, Cost, Turn, Verdict
 from halucheck.verifiers.base import Verifier, closed_book, under_check, verdict_from_score
 from halucheck.verifiers.probe.features import Extractor, Features, extractor_for, unwrapped
 from halucheck.verifiers.probe.prompt import Chunk, chunks, closest, messages
@@ -31,7 +31,7 @@ DIRECT_THRESHOLD = 0.25
 SHOWN_CHARS = 400  # of the deciding chunk, in the trace
 
 
-def prompts_of(check: Check, only_closest: bool = False) -> tuple[list[Chunk], list[tuple[dict, ...]]]:
+def prompts_of(check: Case, only_closest: bool = False) -> tuple[list[Chunk], list[tuple[dict, ...]]]:
     """The chunks of a check's evidence and the prompt of each; ``only_closest``: only the chunk that shares the most
     words with the claim (:func:`~.prompt.closest`; a training example's cheap stand-in for all of them)."""
     parts = chunks([e.text for e in check.evidence])
@@ -99,7 +99,7 @@ class ChunkJudge(Verifier):
         self.costs = {self.name: cost}
         return out
 
-    def _verdict(self, check: Check, parts: list[Chunk], best: int, p: float, feats: Sequence[Features]) -> Verdict:
+    def _verdict(self, check: Case, parts: list[Chunk], best: int, p: float, feats: Sequence[Features]) -> Verdict:
         hallucinated = p >= self.threshold
         chunk = parts[best]
         where = (f"chunk {best + 1} of {len(parts)}" if chunk.text else "no evidence (judged from the model's knowledge)")
@@ -149,7 +149,7 @@ class Probe(ChunkJudge):
             self._head = resolve(self.options.head, extractor.model_id)
         return self._head
 
-    def check(self) -> None:
+    def preflight(self) -> None:
         """A named head that does not exist is an error before any work (the model is not known yet)."""
         from halucheck.verifiers.probe.head import SHIPPED, Head, head_path
 

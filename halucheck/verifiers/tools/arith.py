@@ -12,7 +12,7 @@ nesting depth are bounded, so hostile input (``9**9**9``) is refused at once ins
 A claimed result with *d* decimals matches when it is within half a unit of its last decimal
 (``60444034 / 12 = 5037002.83`` is right), plus a relative 1e-12 for inexact values; with
 ``approximate=True`` (written ``≈``) an integer's trailing zeros count as rounding too (``≈ 5000``).
-:func:`find_calculations` finds ``expression = result`` in free text for :func:`check`.
+:func:`find_calculations` finds ``expression = result`` in free text for :func:`recompute`.
 
 :class:`ArithVerifier` (``--verifier arith``) is the FacTool-style math check: each calculation of a
 claim is evaluated by this module, never judged by a model (see its docstring for the verdicts it gives).
@@ -36,7 +36,7 @@ if TYPE_CHECKING:
     from halucheck.records import Cost
 
 from halucheck.engines.base import Request, SamplingParams
-from halucheck.records import Check, Turn, Verdict
+from halucheck.records import Case, Turn, Verdict
 from halucheck.text import sentence_spans
 from halucheck.verifiers.base import Cost, Verifier, failed_verdict
 
@@ -123,9 +123,9 @@ class Calculation:
     span: tuple[int, int]
     claimed_span: tuple[int, int]
 
-    def check(self) -> ArithResult:
-        """Check this calculation (see :func:`check`)."""
-        return check(self.expression, self.claimed, approximate=self.approximate)
+    def recompute(self) -> ArithResult:
+        """This calculation recomputed (see :func:`recompute`)."""
+        return recompute(self.expression, self.claimed, approximate=self.approximate)
 
 
 def normalize(expression: str) -> str:
@@ -156,7 +156,7 @@ def evaluate(expression: str) -> Value:
     return _Evaluator(source).visit(tree.body, 0)
 
 
-def check(expression: str, claimed: str, approximate: bool = False) -> ArithResult:
+def recompute(expression: str, claimed: str, approximate: bool = False) -> ArithResult:
     """Whether ``claimed`` is the value of ``expression``, within the rounding the claim states."""
     try:
         computed = evaluate(expression)
@@ -489,7 +489,7 @@ def _percent(relative_error: float) -> str:
 
 
 class ArithVerifier(Verifier):
-    """``arith``: the FacTool math check. Every calculation of a claim is evaluated by :func:`check`; no model.
+    """``arith``: the FacTool math check. Every calculation of a claim is evaluated by :func:`recompute`; no model.
 
     The calculations are ``check.meta["expression"]`` and ``check.meta["claimed"]`` (and
     ``meta["approximate"]``, for ``≈``) when the claim carries them (a labelled calculation), else every
@@ -510,7 +510,7 @@ class ArithVerifier(Verifier):
     def describe(self) -> dict:
         return {"arith": {"severity_bounds": [list(b) for b in SEVERITY_BOUNDS], "p_hallucinated": [P_RIGHT, P_WRONG]}}
 
-    def verify(self, checks: Sequence[Check], engines=None, on_verdict=None, on_call=None) -> list[Verdict]:
+    def verify(self, checks: Sequence[Case], engines=None, on_verdict=None, on_call=None) -> list[Verdict]:
         t0 = time.perf_counter()
         out = []
         for i, c in enumerate(checks):
@@ -521,19 +521,19 @@ class ArithVerifier(Verifier):
         self.costs = {self.name: Cost(claims=len(checks), wall_s=time.perf_counter() - t0)}
         return out
 
-    def verdict(self, c: Check) -> Verdict:
+    def verdict(self, c: Case) -> Verdict:
         """The verdict on one claim's calculations."""
         meta = c.meta or {}
         if "expression" in meta or "claimed" in meta:
             if meta.get("expression") is None or meta.get("claimed") is None:
                 return failed_verdict(self.name, "the claim's meta gives an expression or a claimed result, not both")
-            results = [check(str(meta["expression"]), str(meta["claimed"]), approximate=bool(meta.get("approximate")))]
+            results = [recompute(str(meta["expression"]), str(meta["claimed"]), approximate=bool(meta.get("approximate")))]
         else:
-            results = [calc.check() for calc in find_calculations(c.claim.text)]
+            results = [calc.recompute() for calc in find_calculations(c.claim.text)]
             if not results and c.claim.kind == "calculation" and "=" in c.claim.text:
                 # a calculation the model listed, "expression = result", in a form the finder does not read
                 expression, _, claimed = c.claim.text.rpartition("=")
-                results = [check(expression.strip(), claimed.strip())]
+                results = [recompute(expression.strip(), claimed.strip())]
         if not results:
             return failed_verdict(self.name, "no calculation found in the claim")
         lines = [self._line(r) for r in results]

@@ -26,7 +26,8 @@ def code_of(text: str, first: bool = False) -> str:
     return "\n\n".join(b.strip("\n") for b in blocks) if blocks else (text or "")
 
 
-def _parse(source: str) -> ast.Module | None:
+def parse_python(source: str) -> ast.Module | None:
+    """``source`` parsed as Python, or None when it is not (or too deep, or too big to parse)."""
     try:
         return ast.parse(source)
     except (SyntaxError, ValueError, RecursionError, MemoryError):
@@ -60,8 +61,9 @@ def syntax_error(source: str) -> str | None:
     return None
 
 
-def _defs(source: str | None) -> list[ast.FunctionDef | ast.AsyncFunctionDef]:
-    tree = _parse(source) if source else None
+def top_level_defs(source: str | None) -> list[ast.FunctionDef | ast.AsyncFunctionDef]:
+    """The functions ``source`` defines at its top level, in order (none when it does not parse)."""
+    tree = parse_python(source) if source else None
     return [n for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))] if tree else []
 
 
@@ -78,17 +80,17 @@ def entry_point(task: str | None, answer: str, meta: dict | None = None) -> str 
     given = (meta or {}).get("entry_point")
     if isinstance(given, str) and given.isidentifier():
         return given
-    task_defs = _defs(task)
+    task_defs = top_level_defs(task)
     if task_defs:
         stubs = [d for d in task_defs if _is_stub(d)]
         return (stubs or task_defs)[-1].name
-    answer_defs = _defs(code_of(answer))
+    answer_defs = top_level_defs(code_of(answer))
     return answer_defs[-1].name if answer_defs else None
 
 
 def signature_of(source: str, name: str) -> str | None:
     """``def name(args)`` of the last top-level def of ``name`` in ``source``, or None."""
-    for node in reversed(_defs(source)):
+    for node in reversed(top_level_defs(source)):
         if node.name == name:
             returns = f" -> {ast.unparse(node.returns)}" if node.returns is not None else ""
             return f"def {name}({ast.unparse(node.args)}){returns}"
@@ -106,7 +108,7 @@ def program_of(task: str | None, answer: str, entry: str) -> str:
     body, as HumanEval completions are) the task's source followed by the answer, re-indented under the
     task's def when the body lost its indentation. A task that is not Python is never prepended."""
     answer = code_of(answer)
-    if not task or is_full_definition(answer, entry) or _parse(task) is None:
+    if not task or is_full_definition(answer, entry) or parse_python(task) is None:
         return answer
     head = task.rstrip("\n") + "\n"
     body = answer.strip("\n")
@@ -152,7 +154,7 @@ def arity_of(sources: Sequence[str | None], entry: str) -> tuple[int, int] | Non
     """(required, most) positional parameters of the first top-level def of ``entry`` in ``sources`` (``self``
     aside), or None when there is none or it takes ``*args``."""
     for source in sources:
-        for node in _defs(source):
+        for node in top_level_defs(source):
             if node.name == entry:
                 if node.args.vararg is not None:
                     return None
@@ -202,4 +204,4 @@ def examples_of(task: str, entry: str) -> list[str]:
 
 
 __all__ = ["MAX_CODE_CHARS", "MAX_INPUT_CHARS", "code_of", "entry_point", "examples_of", "is_full_definition", "parse_call",
-           "program_of", "signature_of", "syntax_error"]
+           "parse_python", "program_of", "signature_of", "syntax_error", "top_level_defs"]

@@ -17,7 +17,7 @@ called 37 of them false on 35 right answers (Factool math, dev).
 
 from __future__ import annotations
 
-from halucheck.records import Check, Turn, Verdict
+from halucheck.records import Case, Turn, Verdict
 from halucheck.text import sentences
 from halucheck.verifiers.debate.quotes import missing_words, supporting_sentence
 from halucheck.verifiers.tools.arith import numbers_in
@@ -28,7 +28,7 @@ QUANTITY_WORDS = frozenset({"number", "total", "amount", "sum", "count", "value"
                             "one", "each", "per", "every"})  # and the unit of a rate: "in one hectare", "per hectare"
 
 
-def restated(check: Check) -> Verdict | None:
+def restated(check: Case) -> Verdict | None:
     """The verdict on a premise its question states (see the module), else None."""
     for passage in check.evidence:
         sentence = supporting_sentence(passage.text, check.claim.text) or _given(passage.text, check.claim.text)

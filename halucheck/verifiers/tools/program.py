@@ -18,7 +18,7 @@ checks it the way FacTool's and the program-of-thought papers do:
    casts no vote, but lowers the agreement below). Without such a majority, :attr:`ProgramCheck.more`
    programs more are asked for, up to :attr:`ProgramCheck.max_samples` (the first majority stops it).
 4. **Verdict.** The claimed result matches the reference within the precision it is written with (as a
-   calculation's result: :func:`halucheck.verifiers.tools.arith.check`; ``15%`` also as 15): factual;
+   calculation's result: :func:`halucheck.verifiers.tools.arith.recompute`; ``15%`` also as 15): factual;
    else not factual, with a calculation's severity for its relative error
    (:func:`halucheck.verifiers.tools.arith.severity_of`). P(hallucinated) rests on the programs' agreement
    a (votes for the reference over programs asked): ``0.5 + 0.45 a`` when it differs, ``0.5 - 0.45 a``
@@ -46,10 +46,10 @@ from typing import TYPE_CHECKING, Sequence
 from halucheck.engines.base import Request, Result, SamplingParams
 from halucheck.errors import ConfigError
 from halucheck.prompts import load as load_prompts
-from halucheck.records import Check, Claim, Turn, Verdict
+from halucheck.records import Case, Claim, Turn, Verdict
 from halucheck.verifiers.base import Cost, Verifier, failed_verdict, failed_with_reason, turn_tokens
 from halucheck.verifiers.tools import sandbox
-from halucheck.verifiers.tools.arith import check as check_calculation
+from halucheck.verifiers.tools.arith import recompute
 from halucheck.verifiers.tools.arith import find_calculations, numbers_in, severity_of
 from halucheck.verifiers.tools.code_source import code_of
 
@@ -178,9 +178,9 @@ def program_text(reply: str) -> str | None:
 
 def _agrees(value: str, claimed: str):
     """The calculation check's outcome of ``claimed`` against a program's ``value`` (``15%`` also as 15)."""
-    outcome = check_calculation(value, claimed)
+    outcome = recompute(value, claimed)
     if outcome.matches is False and claimed.rstrip().endswith("%"):  # "15%" where the programs print 15
-        plain = check_calculation(value, claimed.rstrip().rstrip("%"))
+        plain = recompute(value, claimed.rstrip().rstrip("%"))
         outcome = plain if plain.matches else outcome
     return outcome
 
@@ -239,7 +239,7 @@ class ProgramCheck(Verifier):
                             "sample_temperature": self.options.sample_temperature,
                             "p_hallucinated": "differs: 0.5 + 0.45 * agreement; matches: 0.5 - 0.45 * agreement"}}
 
-    def check(self) -> None:
+    def preflight(self) -> None:
         reason = sandbox.available()
         if reason is not None:
             raise ConfigError(f"the program check runs code only in the bubblewrap sandbox, unavailable here: {reason}")
@@ -252,9 +252,9 @@ class ProgramCheck(Verifier):
                                  {"role": "user", "content": p["task"].render(question=question.strip())}),
                        sampling=sampling, tag="program:solve")
 
-    def verify(self, checks: Sequence[Check], engines: "EnginePool | None", on_verdict=None,
+    def verify(self, checks: Sequence[Case], engines: "EnginePool | None", on_verdict=None,
                on_call=None) -> list[Verdict]:
-        self.check()  # never run anything unsandboxed
+        self.preflight()  # never run anything unsandboxed
         t0 = time.perf_counter()
         cost = Cost(claims=len(checks))
         self.abstained = set()
@@ -414,7 +414,7 @@ def unseen_calculations(listed: list[str], written: list[tuple[str, int, int]]) 
 
     def identity(text: str):
         expression, _, claimed = text.rpartition("=")
-        outcome = check_calculation(expression, claimed)
+        outcome = recompute(expression, claimed)
         return (outcome.value, outcome.claimed_value) if outcome.value is not None else None
 
     have = {identity(t) for t, _, _ in written} - {None}
@@ -464,8 +464,8 @@ class MathAnswer(Verifier):
     def describe(self) -> dict:
         return {**self.arith.describe(), **self.program.describe()}
 
-    def check(self) -> None:
-        self.program.check()
+    def preflight(self) -> None:
+        self.program.preflight()
 
     def verify(self, checks, engines, on_verdict=None, on_call=None):
         from halucheck.verifiers.tools.arith import list_calculations
@@ -473,7 +473,7 @@ class MathAnswer(Verifier):
         # the calculations the regex finder reads, and those the model lists that it missed (FacTool's step)
         listed = list_calculations(engines.engine_for(ROLE), [c.claim.text for c in checks])
         found = [[(c.expression + " = " + c.claimed, 0, 0) for c in find_calculations(k.claim.text)] for k in checks]
-        extra = [Check(Claim(text, None, "calculation")) for i, out in enumerate(listed)
+        extra = [Case(Claim(text, None, "calculation")) for i, out in enumerate(listed)
                  for text in unseen_calculations(out.value or [], found[i])]
         owner = [i for i, out in enumerate(listed) for _ in unseen_calculations(out.value or [], found[i])]
         calcs = self.arith.verify(checks)
@@ -484,7 +484,7 @@ class MathAnswer(Verifier):
             answer = (c.meta or {}).get("answer")
             found = final_result(c.claim.text, c.claim.question) if answer is None else None
             text = result_claim(found) if found is not None else f"The final answer is {answer}."
-            results.append(Check(Claim(text, c.claim.question, "result"), meta={"answer": answer} if answer else {}))
+            results.append(Case(Claim(text, c.claim.question, "result"), meta={"answer": answer} if answer else {}))
         solved = self.program.verify(results, engines, on_call=on_call)
         for j in self.program.abstained:  # no majority among the programs: not contradicted, not confirmed
             solved[j] = ProgramCheck.settle(solved[j])

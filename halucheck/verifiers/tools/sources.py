@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from pathlib import PurePath
 from typing import Iterable, Sequence
 
-from halucheck.records import Check, Turn, Verdict
+from halucheck.records import Case, Turn, Verdict
 from halucheck.text import sentence_spans
 from halucheck.verifiers.base import Cost, Verifier, failed_verdict
 
@@ -275,7 +275,7 @@ class SourceVerifier(Verifier):
     def describe(self) -> dict:
         return {"source": {"p_hallucinated": [P_FOUND, P_MISSING], "severity_not_found": SEVERITY_MISSING}}
 
-    def verify(self, checks: Sequence[Check], engines=None, on_verdict=None, on_call=None) -> list[Verdict]:
+    def verify(self, checks: Sequence[Case], engines=None, on_verdict=None, on_call=None) -> list[Verdict]:
         t0 = time.perf_counter()
         out = []
         for i, c in enumerate(checks):
@@ -285,7 +285,7 @@ class SourceVerifier(Verifier):
         self.costs = {self.name: Cost(claims=len(checks), wall_s=time.perf_counter() - t0)}
         return out
 
-    def verdict(self, c: Check) -> Verdict:
+    def verdict(self, c: Case) -> Verdict:
         name = c.claim.text.strip()
         if not name:
             return failed_verdict(self.name, "the claim names no document")

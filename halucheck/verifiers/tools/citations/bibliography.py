@@ -20,7 +20,7 @@ from pathlib import Path
 from halucheck.errors import InputError
 from halucheck.text import stop_words
 from halucheck.verifiers.tools.citations.formats import parse_bibtex, parse_csl_json, parse_csv
-from halucheck.verifiers.tools.citations.names import _parse_name, normalize_title
+from halucheck.verifiers.tools.citations.names import normalize_title, parse_name
 from halucheck.verifiers.tools.citations.records import Work
 
 
@@ -37,7 +37,7 @@ class Bibliography:
     def __post_init__(self) -> None:
         self._norm = [normalize_title(w.title) for w in self.works]
         self._main = [normalize_title(w.title.split(":", 1)[0]) if ":" in w.title else None for w in self.works]
-        self._names = [tuple(_parse_name(a) for a in w.authors) for w in self.works]
+        self._names = [tuple(parse_name(a) for a in w.authors) for w in self.works]
         self._exact: dict[str, list[int]] = {}
         self._postings: dict[str, set[int]] = {}
         for i, (t, m) in enumerate(zip(self._norm, self._main)):

@@ -23,8 +23,8 @@ from typing import Iterable, Sequence
 
 from halucheck.errors import InputError
 from halucheck.text import SURROGATE_HINT, json_surrogates
-from halucheck.verifiers.tools.citations.names import _parse_name, split_authors, surname
-from halucheck.verifiers.tools.citations.records import Work, _year
+from halucheck.verifiers.tools.citations.names import parse_name, split_authors, surname
+from halucheck.verifiers.tools.citations.records import Work, year_of
 
 
 def _work(title, authors: str | Sequence[str], year, key: str, where: str, warnings: list[str],
@@ -41,7 +41,7 @@ def _work(title, authors: str | Sequence[str], year, key: str, where: str, warni
         names, more = tuple(a for a in authors if a), False
     y = None
     if year not in (None, ""):
-        y = _year(year)
+        y = year_of(year)
         if y is None:
             warnings.append(f"{year_where or where}: year {str(year)!r} is not a year; entry kept without one "
                             "(its year is not checked)")
@@ -435,7 +435,7 @@ def to_csl_json(works: Iterable[Work]) -> list[dict]:
     for n, w in enumerate(works):
         authors = []
         for a in w.authors:
-            nm = _parse_name(a)
+            nm = parse_name(a)
             if nm.institution or ("," not in a and len(a.split()) == 1):
                 authors.append({"literal": a} if nm.institution else {"family": a})
             elif "," in a:

@@ -24,7 +24,7 @@ from typing import Literal, Sequence
 
 from halucheck.text import stop_words
 from halucheck.verifiers.tools.citations.bibliography import Bibliography
-from halucheck.verifiers.tools.citations.names import (_Name, _parse_name, _same_person, fold, normalize_title,
+from halucheck.verifiers.tools.citations.names import (PersonName, fold, normalize_title, parse_name, same_person,
                                                        surname)
 from halucheck.verifiers.tools.citations.records import Citation, Work
 
@@ -146,11 +146,11 @@ class MatchResult:
         return 0 if self.matched else SEVERITY_NOT_FOUND if self.failure == "title" else SEVERITY_WRONG_FIELD
 
 
-def _author_check(c: Citation, names: Sequence[_Name], w: Work) -> tuple[tuple[str, ...], tuple[str, ...]]:
+def _author_check(c: Citation, names: Sequence[PersonName], w: Work) -> tuple[tuple[str, ...], tuple[str, ...]]:
     """(missing, unverified) cited authors."""
     if not c.authors or not names:
         return (), ()
-    missing = [a for a in c.authors if not any(_same_person(_parse_name(a), r) for r in names)]
+    missing = [a for a in c.authors if not any(same_person(parse_name(a), r) for r in names)]
     if w.et_al and missing:
         if c.authors[0] in missing:
             return tuple(missing[:1]), tuple(missing[1:])  # the lead must be among the listed authors

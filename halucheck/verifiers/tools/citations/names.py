@@ -50,7 +50,7 @@ def _tokens(text: str) -> list[str]:
 
 
 @dataclass(frozen=True)
-class _Name:
+class PersonName:
     """A person's (or an institution's) name as its surname tokens and all its tokens, given names first."""
 
     surname: tuple[str, ...]
@@ -58,7 +58,7 @@ class _Name:
     institution: bool = False
 
 
-def _parse_name(name: str) -> _Name:
+def parse_name(name: str) -> PersonName:
     """``Devlin, Jacob`` / ``Jacob Devlin`` / ``Chung KF`` / ``Ulrike von Luxburg`` / ``Cancer Genome Atlas
     Network`` -> surname and tokens (folded)."""
     name = " ".join(name.replace("{", "").replace("}", "").split()).strip(" ,;.")
@@ -66,22 +66,22 @@ def _parse_name(name: str) -> _Name:
     folded = _tokens(" ".join(words))
     if any(t in _INSTITUTION_WORDS for t in folded) and len(folded) >= 2:
         core = tuple(t for t in folded if t != "the")
-        return _Name(core, core, institution=True)
+        return PersonName(core, core, institution=True)
     if "," in name:
         last, _, first = name.partition(",")
         first_words = [w for w in first.replace(",", " ").split() if w.lower() not in _SUFFIXES]
         surname = tuple(_tokens(last))
-        return _Name(surname, tuple(_tokens(" ".join(first_words))) + surname)
+        return PersonName(surname, tuple(_tokens(" ".join(first_words))) + surname)
     if len(words) == 1:
-        return _Name(tuple(folded), tuple(folded))
+        return PersonName(tuple(folded), tuple(folded))
     if _is_initials(words[-1]) and not _is_initials(words[0]):  # Vancouver: "Chung KF", "Maini RN"
         surname = tuple(_tokens(" ".join(words[:-1])))
-        return _Name(surname, tuple(_tokens(words[-1])) + surname)
+        return PersonName(surname, tuple(_tokens(words[-1])) + surname)
     i = len(words) - 1
     while i > 0 and words[i - 1] in _PARTICLES:  # "Ulrike von Luxburg", "von Luxburg"
         i -= 1
     surname = tuple(_tokens(" ".join(words[i:])))
-    return _Name(surname, tuple(_tokens(" ".join(words[:i]))) + surname)
+    return PersonName(surname, tuple(_tokens(" ".join(words[:i]))) + surname)
 
 
 def surname(name: str) -> str:
@@ -102,7 +102,7 @@ def surname(name: str) -> str:
     return " ".join(words[i:])
 
 
-def _same_person(cited: _Name, record: _Name) -> bool:
+def same_person(cited: PersonName, record: PersonName) -> bool:
     """The cited name's surname is the record's (its last tokens; particles optional; institutions by words)."""
     if not cited.surname or not record.tokens:
         return False

@@ -55,7 +55,7 @@ class Citation:
             names, et_al = split_authors(authors or "")
         else:
             names, et_al = split_authors("; ".join(str(a) for a in authors))
-        return cls(title=" ".join(str(title).split()), authors=names, year=_year(year), et_al=et_al, text=text)
+        return cls(title=" ".join(str(title).split()), authors=names, year=year_of(year), et_al=et_al, text=text)
 
     def describe(self) -> str:
         """``"BERT: ..." (Devlin et al., 2018)``."""
@@ -67,7 +67,8 @@ class Citation:
         return f'"{self.title}"' + (f" ({inside})" if inside else "")
 
 
-def _year(value) -> int | None:
+def year_of(value) -> int | None:
+    """The four-digit year in ``value`` (an int, or text such as "2017a" or "May 2019"), else None."""
     if value is None or isinstance(value, bool):
         return None
     if isinstance(value, int):

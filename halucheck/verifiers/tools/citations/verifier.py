@@ -6,7 +6,7 @@ import time
 from typing import Sequence
 
 from halucheck.errors import ConfigError, InputError
-from halucheck.records import Check, Turn, Verdict
+from halucheck.records import Case, Turn, Verdict
 from halucheck.verifiers.base import Cost, Verifier, failed_verdict
 from halucheck.verifiers.tools.citations.bibliography import Bibliography, load_bibliography
 from halucheck.verifiers.tools.citations.finder import find_citations
@@ -46,7 +46,7 @@ class CitationVerifier(Verifier):
                               "CSL-JSON .json or CSV .csv with title, authors, year)")
         return load_bibliography(path)
 
-    def check(self) -> None:
+    def preflight(self) -> None:
         self.bibliography()
 
     def describe(self) -> dict:
@@ -63,7 +63,7 @@ class CitationVerifier(Verifier):
                 out["citation"]["bibliography"] = str(path)
         return out
 
-    def verify(self, checks: Sequence[Check], engines=None, on_verdict=None, on_call=None) -> list[Verdict]:
+    def verify(self, checks: Sequence[Case], engines=None, on_verdict=None, on_call=None) -> list[Verdict]:
         t0 = time.perf_counter()
         bib = self.bibliography()
         out = []
@@ -76,7 +76,7 @@ class CitationVerifier(Verifier):
         return out
 
     @staticmethod
-    def citations_of(c: Check) -> list[Citation]:
+    def citations_of(c: Case) -> list[Citation]:
         meta = c.meta or {}
         if meta.get("title"):
             return [Citation.of(meta["title"], meta.get("authors"), meta.get("year"))]
@@ -86,7 +86,7 @@ class CitationVerifier(Verifier):
         text = c.claim.text.strip()
         return [cit for cit, _ in find_citations(text, whole="\n" not in text)]  # one line: read as parse_citation
 
-    def verdict(self, c: Check, bib: Bibliography) -> Verdict:
+    def verdict(self, c: Case, bib: Bibliography) -> Verdict:
         cits = self.citations_of(c)
         if not cits:
             return failed_verdict(self.name, "no citation found in the claim: give its title (quoted, or as "

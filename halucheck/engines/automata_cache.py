@@ -24,7 +24,7 @@ def _version() -> str:
         return "unknown"
 
 
-class IndexCache:
+class AutomataCache:
     """``get(regex, tokenizer_key, build)``: the Index from disk, or ``build(regex)`` stored for next time.
     ``folder=None``: ``user_cache_dir()/outlines``; an unwritable folder only costs the rebuild."""
 
@@ -70,4 +70,4 @@ class IndexCache:
                 Path(tmp).unlink(missing_ok=True)
 
 
-__all__ = ["IndexCache"]
+__all__ = ["AutomataCache"]

@@ -8,7 +8,7 @@ pytest.importorskip("outlines_core")
 
 from outlines_core import Index, Vocabulary  # noqa: E402
 
-from halucheck.engines.index_cache import IndexCache  # noqa: E402
+from halucheck.engines.automata_cache import AutomataCache  # noqa: E402
 
 VOCAB = {"x": [1], "y": [2], "t": [3], "f": [4]}
 REGEX = r"[xy]{0,3}(t|f)"
@@ -33,8 +33,8 @@ def walk(index: Index, tokens: list[int]) -> list[list[int]]:
 
 def test_an_index_is_built_once_and_read_back_the_same(tmp_path):
     calls: list = []
-    first = IndexCache(tmp_path).get(REGEX, "tok-a", build_counting(calls))
-    again = IndexCache(tmp_path)  # a new process: nothing in memory
+    first = AutomataCache(tmp_path).get(REGEX, "tok-a", build_counting(calls))
+    again = AutomataCache(tmp_path)  # a new process: nothing in memory
     second = again.get(REGEX, "tok-a", build_counting(calls))
     assert calls == [REGEX] and again.hits == 1 and again.misses == 0
     assert walk(second, [1, 2, 3]) == walk(first, [1, 2, 3])
@@ -43,7 +43,7 @@ def test_an_index_is_built_once_and_read_back_the_same(tmp_path):
 
 def test_another_tokenizer_or_regex_gets_its_own_entry(tmp_path):
     calls: list = []
-    cache = IndexCache(tmp_path)
+    cache = AutomataCache(tmp_path)
     cache.get(REGEX, "tok-a", build_counting(calls))
     cache.get(REGEX, "tok-b", build_counting(calls))
     cache.get(r"[xy](t|f)", "tok-a", build_counting(calls))
@@ -52,18 +52,18 @@ def test_another_tokenizer_or_regex_gets_its_own_entry(tmp_path):
 
 def test_a_damaged_file_is_rebuilt_and_replaced(tmp_path):
     calls: list = []
-    cache = IndexCache(tmp_path)
+    cache = AutomataCache(tmp_path)
     cache.get(REGEX, "tok-a", build_counting(calls))
     path = cache.path(REGEX, "tok-a")
     path.write_bytes(path.read_bytes()[:7])  # truncated
-    index = IndexCache(tmp_path).get(REGEX, "tok-a", build_counting(calls))
+    index = AutomataCache(tmp_path).get(REGEX, "tok-a", build_counting(calls))
     assert len(calls) == 2 and walk(index, [1]) == [[1, 2, 3, 4]]
-    assert IndexCache(tmp_path).get(REGEX, "tok-a", build_counting(calls)) is not None and len(calls) == 2
+    assert AutomataCache(tmp_path).get(REGEX, "tok-a", build_counting(calls)) is not None and len(calls) == 2
 
 
 def test_an_unwritable_folder_only_costs_the_rebuild(tmp_path):
     blocker = tmp_path / "file"
     blocker.write_text("not a folder")
     calls: list = []
-    index = IndexCache(blocker / "sub").get(REGEX, "tok-a", build_counting(calls))
+    index = AutomataCache(blocker / "sub").get(REGEX, "tok-a", build_counting(calls))
     assert calls == [REGEX] and walk(index, [1]) == [[1, 2, 3, 4]]
