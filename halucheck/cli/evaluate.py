@@ -10,7 +10,7 @@ import typer
 from halucheck.cli.app import (EVIDENCE_K, VERIFIER_DEFAULTS, Band, Calibration, Command, Config, DebateFlags, Flag,
                                HeadName, NliModel, Profile, Role, TopK, Verifier, app, band_of, fail, nli_model_of,
                                settings_of, with_debate_flags)
-from halucheck.config import DEFAULT_VERIFIER, MIN_ACCURACY
+from halucheck.config import MIN_ACCURACY
 from halucheck.errors import HalucheckError
 def _eval_extraction(dataset, split, limit, out, config, profile, role, no_cache) -> None:
     from halucheck.evaluation.extraction import run_extraction_eval
@@ -46,7 +46,7 @@ def eval_cmd(
     corpus: Optional[Path] = typer.Option(
         None, "--corpus", "-c", help="With --data: folder of documents; items without context or evidence get its "
         "top --top-k passages (the index `halucheck run --corpus` uses)."),
-    verifier: Verifier = DEFAULT_VERIFIER,
+    verifier: Verifier = None,
     band: Band = None,
     split: str = typer.Option("dev", "--split", help="dev (prompt work) or test (reporting only) of the named sets; "
                               "a --data file is never split (all its items are used)."),
@@ -110,6 +110,7 @@ def eval_cmd(
         from halucheck.evaluation.harness import default_out, run_eval
         from halucheck.evaluation.verifiers import VerifierOptions, get_verifier
 
+        verifier = verifier or settings_of(config, profile, role).verifier
         options = VerifierOptions(
             debate=debate.config(), samples=samples, nli_model=nli_model_of(verifier, nli_model, config),
             band=band_of(band),
@@ -205,7 +206,7 @@ def _eval_user_data(paths: list[Path], limit: Optional[int], corpus: Optional[Pa
 def calibrate_cmd(
     dataset: Optional[list[str]] = typer.Option(None, "--dataset", "-d", help="Labelled set(s) to fit on (its --split)."),
     data: Optional[list[Path]] = typer.Option(None, "--data", help="Your own labelled file(s), as `eval --data`."),
-    verifier: Verifier = DEFAULT_VERIFIER,
+    verifier: Verifier = None,
     split: str = typer.Option("dev", "--split", help="Split of the named sets to fit on (dev; never test)."),
     limit: Optional[int] = typer.Option(None, "--limit", "-n", help="First N items of each set."),
     target_precision: Optional[float] = typer.Option(None, "--target-precision", help="Threshold: the lowest "
@@ -237,6 +238,7 @@ def calibrate_cmd(
             raise HalucheckError("fit on the dev split (--split dev); the test split is kept for reporting")
         if name is not None and (not name.strip() or name.endswith(".json") or "/" in name or "\\" in name):
             raise HalucheckError(f"--name {name!r}: give a plain name such as medical (no path, no .json)")
+        verifier = verifier or settings_of(config, profile, role).verifier
         options = VerifierOptions(band=band_of(band), nli_model=nli_model_of(verifier, nli_model, config))
         v = get_verifier(verifier, options)
         settings = settings_of(config, profile, role) if v.uses_llm else None
