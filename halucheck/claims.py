@@ -16,12 +16,12 @@ from halucheck.engines.base import Request, SamplingParams
 from halucheck.prompts import load as load_prompts
 from halucheck.prompts.untrusted import without_notes
 from halucheck.text import sentence_spans, word_spans
-from halucheck.verifiers.tools.arith import list_calculations, numbers_in
-from halucheck.verifiers.tools.program import is_math_question, result_claim, unseen_calculations
+from halucheck.arithmetic import numbers_in
+from halucheck.kinds.calculations import calculations, find_calculations, list_calculations, unseen_calculations
+from halucheck.kinds.results import FinalResult, final_result, is_math_question, result_claim
 
 if TYPE_CHECKING:
     from halucheck.engines.base import Engine
-    from halucheck.verifiers.tools.program import FinalResult
     from halucheck.verifiers.tools.sources import SourceNames
 
 FILTER_SCHEMA = {
@@ -261,15 +261,15 @@ def claims_of_answers(answers: Sequence[tuple[str | None, str, int | None]], eng
     subjective filter when ``subjective_filter`` is ``on``, or ``auto`` and the answer reads like dialogue;
     its claims are each kept once (:func:`select`), cut at ``max_claims``, and located in the answer
     (:func:`locate`). Every calculation written in the answer (``48 x 125 = 5800``) is a claim of its own,
-    word for word, found without a model (:func:`calculations`); with ``cite`` (a bibliography to check
+    word for word, found without a model (:func:`halucheck.kinds.calculations.calculations`); with ``cite`` (a bibliography to check
     against), so is every reference-shaped citation (:func:`citations`); an extracted claim that restates
     one is dropped. With ``sources`` (a corpus to look them up in: True, or better the names of its documents,
     :class:`halucheck.verifiers.tools.sources.SourceNames`, so that ``(source: Q3 report (draft) v2.md)`` is
     read as the corpus spells it), every document the answer names as its source (``(source: products.md)``,
     :func:`halucheck.verifiers.tools.sources.find_sources`) is a claim of kind ``source``. An answer to a math
-    question (:func:`halucheck.verifiers.tools.program.is_math_question`) gets its final result as a claim of
+    question (:func:`halucheck.kinds.results.is_math_question`) gets its final result as a claim of
     kind ``result`` (checked by program), the calculations the model lists in it that the regex finder missed
-    (:func:`halucheck.verifiers.tools.arith.list_calculations`, one more call per math answer) as
+    (:func:`halucheck.kinds.calculations.list_calculations`, one more call per math answer) as
     ``calculation`` claims, and its other claims sorted by :func:`math_claims`; an answer with evidence of its
     own to search (``grounded``: a corpus, or the item's context) is one only when its question is a word
     problem on its own (``strict``), and keeps its derived steps as knowledge claims.
@@ -362,7 +362,7 @@ def claims_of_answers(answers: Sequence[tuple[str | None, str, int | None]], eng
 
 
 def math_claims(question: str, answer: str, kept: list[tuple[str, Segment]], keep_derived: bool = False,
-                ) -> tuple[list[tuple[str, Segment]], list[tuple[str, Segment]], "FinalResult | None"]:
+                ) -> tuple[list[tuple[str, Segment]], list[tuple[str, Segment]], FinalResult | None]:
     """A math answer's extracted claims, sorted by what decides them: (premises, derived steps kept, final result).
 
     A claim from a sentence that writes out a calculation, or that states the final result, is dropped: the
@@ -374,9 +374,6 @@ def math_claims(question: str, answer: str, kept: list[tuple[str, Segment]], kee
     the question's premises ("each box holds 125 items"): they are checked against the question (kind
     ``premise``). With ``keep_derived`` (the answer has evidence to search) the derived steps are returned too,
     to be checked as knowledge claims."""
-    from halucheck.verifiers.tools.arith import find_calculations
-    from halucheck.verifiers.tools.program import final_result
-
     result = final_result(answer, question)
     given = numbers_in(question)
     premises, derived = [], []
@@ -418,9 +415,9 @@ def code_names(blocks: Sequence[str]) -> re.Pattern | None:
     returns the number of vowels."): the code check runs the code against solutions written for the question
     and so decides it; a model judging the sentence without evidence would only guess (it called a right
     answer's "Here is the function:", extracted as such a sentence, false this way)."""
-    from halucheck.verifiers.tools.code_source import _parse
+    from halucheck.verifiers.tools.code_source import parse_source
 
-    names = {node.name for block in blocks for tree in [_parse(block)] if tree is not None for node in tree.body
+    names = {node.name for block in blocks for tree in [parse_source(block)] if tree is not None for node in tree.body
              if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and len(node.name) > 2}
     return re.compile(r"(?<![\w.])(?:" + "|".join(sorted(map(re.escape, names))) + r")(?!\w)") if names else None
 
@@ -429,18 +426,6 @@ def code_blocks(text: str) -> list[tuple[str, int, int]]:
     """The fenced code blocks of ``text`` (```` ```python ... ``` ````) as (code, start, end of the fence):
     each becomes a ``code`` claim."""
     return [(m.group(1), m.start(), m.end()) for m in _CODE_BLOCK.finditer(text) if m.group(1).strip()]
-
-
-def calculations(text: str) -> list[tuple[str, int, int]]:
-    """The calculations written in ``text`` (``expression = result``, see :func:`halucheck.verifiers.tools.arith.find_calculations`)
-    as (exact text, start, end): each becomes a ``calculation`` claim, checked by evaluating it, not by a model."""
-    from halucheck.verifiers.tools.arith import find_calculations
-
-    out = []
-    for c in find_calculations(text):
-        start, end = c.span[0], c.claimed_span[1]
-        out.append((text[start:end], start, end))
-    return out
 
 
 def citations(text: str) -> list[tuple[str, int, int, str]]:

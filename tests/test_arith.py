@@ -5,7 +5,9 @@ from fractions import Fraction
 
 import pytest
 
-from halucheck.verifiers.tools.arith import ArithError, ArithVerifier, check, evaluate, find_calculations, normalize
+from halucheck.arithmetic import ArithError, check, evaluate, normalize
+from halucheck.kinds.calculations import find_calculations
+from halucheck.verifiers.tools.arith import ArithVerifier
 
 
 @pytest.mark.parametrize("expression, claimed", [

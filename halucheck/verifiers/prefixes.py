@@ -25,7 +25,7 @@ from halucheck.prompts.untrusted import clean, statement
 from halucheck.records import Check, Verdict
 from halucheck.text import sentence_spans
 from halucheck.verifiers.scoring import p_hallucinated
-from halucheck.verifiers.tools.code_source import _parse
+from halucheck.verifiers.tools.code_source import parse_source
 
 if TYPE_CHECKING:
     from halucheck.engines.pool import EnginePool
@@ -43,7 +43,7 @@ def is_code(text: str) -> bool:
     """Whether ``text`` is a program rather than prose: it parses as Python with a statement that is more than
     an expression (prose does not parse; a lone phrase is one expression). Prose around a fenced block is still
     prose: a fence cannot shield a sentence from being judged alone."""
-    tree = _parse(text)
+    tree = parse_source(text)
     return tree is not None and any(not isinstance(node, ast.Expr) for node in tree.body)
 
 

@@ -93,7 +93,7 @@ from halucheck.verifiers.tools.code_run import Output, _short, reference_of, run
 from halucheck.verifiers.tools.code_source import (
     MAX_CODE_CHARS,
     _defs,
-    _parse,
+    parse_source,
     arity_of,
     code_of,
     entry_point,
@@ -250,7 +250,7 @@ class CodeCheck(Verifier):
                 continue
             in_task = any(d.name == entry for d in _defs(task))
             work = _Task(task=task, entry=entry, signature=None if in_task else signature_of(code_of(answer), entry),
-                         program=program, setup=task if _parse(task) is not None else None, requests=[],
+                         program=program, setup=task if parse_source(task) is not None else None, requests=[],
                          annotated=parameters_of([task, program], entry))
             work.requests = [add(self._tests_request(work)), *(add(r) for r in self._solution_requests(work, 0, self.solutions))]
             works[i] = work

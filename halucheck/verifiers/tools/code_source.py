@@ -26,7 +26,8 @@ def code_of(text: str, first: bool = False) -> str:
     return "\n\n".join(b.strip("\n") for b in blocks) if blocks else (text or "")
 
 
-def _parse(source: str) -> ast.Module | None:
+def parse_source(source: str) -> ast.Module | None:
+    """``source`` parsed as a Python module, or None when it does not parse (or is too deep or big to)."""
     try:
         return ast.parse(source)
     except (SyntaxError, ValueError, RecursionError, MemoryError):
@@ -61,7 +62,7 @@ def syntax_error(source: str) -> str | None:
 
 
 def _defs(source: str | None) -> list[ast.FunctionDef | ast.AsyncFunctionDef]:
-    tree = _parse(source) if source else None
+    tree = parse_source(source) if source else None
     return [n for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))] if tree else []
 
 
@@ -106,7 +107,7 @@ def program_of(task: str | None, answer: str, entry: str) -> str:
     body, as HumanEval completions are) the task's source followed by the answer, re-indented under the
     task's def when the body lost its indentation. A task that is not Python is never prepended."""
     answer = code_of(answer)
-    if not task or is_full_definition(answer, entry) or _parse(task) is None:
+    if not task or is_full_definition(answer, entry) or parse_source(task) is None:
         return answer
     head = task.rstrip("\n") + "\n"
     body = answer.strip("\n")
