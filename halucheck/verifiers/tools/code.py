@@ -89,16 +89,16 @@ from halucheck.verifiers.tools.code_inputs import (
     typed_calls,
     with_declared,
 )
-from halucheck.verifiers.tools.code_run import Output, _short, reference_of, run_program
+from halucheck.verifiers.tools.code_run import Output, reference_of, run_program, shorten
 from halucheck.verifiers.tools.code_source import (
     MAX_CODE_CHARS,
-    _defs,
-    parse_source,
     arity_of,
     code_of,
     entry_point,
     examples_of,
+    function_defs,
     parse_call,
+    parse_source,
     program_of,
     reshaped,
     signature_of,
@@ -248,7 +248,7 @@ class CodeCheck(Verifier):
             if broken is not None:  # runs on no input whatever the reference: decided without the model
                 verdicts[i] = self._unparsable(entry, broken)
                 continue
-            in_task = any(d.name == entry for d in _defs(task))
+            in_task = any(d.name == entry for d in function_defs(task))
             work = _Task(task=task, entry=entry, signature=None if in_task else signature_of(code_of(answer), entry),
                          program=program, setup=task if parse_source(task) is not None else None, requests=[],
                          annotated=parameters_of([task, program], entry))
@@ -504,20 +504,20 @@ class CodeCheck(Verifier):
         if work.dropped:
             head += (f" Dropped {len(work.dropped)} test input{'s' if len(work.dropped) > 1 else ''} that "
                      f"{'are' if len(work.dropped) > 1 else 'is'} not literal arguments: "
-                     + "; ".join(_short(d, 40) for d in work.dropped) + ".")
+                     + "; ".join(shorten(d, 40) for d in work.dropped) + ".")
         if work.conflict:
             declared = ", ".join(f"{p.name}: {p.type}" for p in work.drawn_for or [])
             head += (f" The types the model declared ({declared}) fit none of its inputs ("
-                     + "; ".join(_short(c, 40) for c in work.conflict)
+                     + "; ".join(shorten(c, 40) for c in work.conflict)
                      + "): both run, inputs drawn for those types beside them.")
         if work.unfit:
             typed = ", ".join(f"{p.name}: {p.type}" for p in work.params or [])
             which = "inputs that do" if len(work.unfit) > 1 else "input that does"
             head += (f" Dropped {len(work.unfit)} test {which} not fit the parameters ({typed}): "
-                     + "; ".join(_short(c, 40) for c in work.unfit) + ".")
+                     + "; ".join(shorten(c, 40) for c in work.unfit) + ".")
         if work.rejected:
             how = ("read as their arguments wrapped in one list" if work.reshaped else "written again")
-            head += (f" The first test inputs ({'; '.join(_short(c, 40) for c in work.rejected)}) were {how}: "
+            head += (f" The first test inputs ({'; '.join(shorten(c, 40) for c in work.rejected)}) were {how}: "
                      f"every program raised {work.rejected_with} on each of them.")
         bad_solutions = [f"solution {k + 1}: {e}" for k, e in enumerate(work.solution_errors) if e]
         if bad_solutions:
@@ -530,7 +530,7 @@ class CodeCheck(Verifier):
             outputs = [runs_k[t] for runs_k in solution_runs if runs_k]
             ref, votes, left_out = self._reference(work, t)
             answer = _answer(work, t)
-            shown_call = _short(call) + {"typed": " (drawn for the types)", "edge": " (edge case)"}.get(
+            shown_call = shorten(call) + {"typed": " (drawn for the types)", "edge": " (edge case)"}.get(
                 work.origins[t] if t < len(work.origins) else "", "")
             if ref is None:
                 seen = ", ".join(o.shown() for o in outputs) or "none ran"
@@ -546,7 +546,7 @@ class CodeCheck(Verifier):
             else:
                 how = "DISAGREES"
                 wrong.append(t)
-            lines.append(f"[{t + 1}] {shown_call}: reference {_short(ref)} ({votes} of {n} solutions); "
+            lines.append(f"[{t + 1}] {shown_call}: reference {shorten(ref)} ({votes} of {n} solutions); "
                          f"answer {answer.shown()}: {how}")
         tokens = turn_tokens(results)
         if not usable:

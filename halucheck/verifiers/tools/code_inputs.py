@@ -23,7 +23,7 @@ import ast
 from dataclasses import dataclass
 from typing import Any, Sequence
 
-from halucheck.verifiers.tools.code_source import MAX_INPUT_CHARS, _defs, parse_call, reshaped
+from halucheck.verifiers.tools.code_source import MAX_INPUT_CHARS, function_defs, parse_call, reshaped
 
 # the types a model may declare for a parameter (the tests reply's enum); "any" first: no declaration
 TYPES = ("any", "int", "float", "bool", "str", "list[int]", "list[float]", "list[str]", "list[list[int]]", "list",
@@ -54,7 +54,7 @@ def parameters_of(sources: Sequence[str | None], entry: str) -> list[Param] | No
     """The positional parameters of the first top-level def of ``entry`` in ``sources`` (``self`` aside), typed
     by their annotations; None when there is no such def or it takes ``*args`` or keyword-only parameters."""
     for source in sources:
-        for node in _defs(source):
+        for node in function_defs(source):
             if node.name != entry:
                 continue
             if node.args.vararg is not None or node.args.kwonlyargs:

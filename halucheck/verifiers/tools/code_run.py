@@ -168,7 +168,7 @@ class Output:
     error: str | None = None
 
     def shown(self) -> str:
-        return _short(self.value) if self.value is not None else f"error {self.error}"
+        return shorten(self.value) if self.value is not None else f"error {self.error}"
 
 
 def run_program(setup: str | None, code: str, entry: str, calls: Sequence[str], input_timeout_s: float = 2.0,
@@ -214,7 +214,8 @@ def reference_of(outputs: Sequence[Output], requested: int) -> tuple[str | None,
     return (value if 2 * count > requested else None), count
 
 
-def _short(text: str, limit: int = MAX_SHOWN) -> str:
+def shorten(text: str, limit: int = MAX_SHOWN) -> str:
+    """``text`` on one line, cut to ``limit`` characters (with an ellipsis) to be shown in a trace."""
     text = " ".join(str(text).split())
     return text if len(text) <= limit else text[: limit - 1] + "…"
 

@@ -61,7 +61,8 @@ def syntax_error(source: str) -> str | None:
     return None
 
 
-def _defs(source: str | None) -> list[ast.FunctionDef | ast.AsyncFunctionDef]:
+def function_defs(source: str | None) -> list[ast.FunctionDef | ast.AsyncFunctionDef]:
+    """The functions ``source`` defines at its top level (none when it does not parse)."""
     tree = parse_source(source) if source else None
     return [n for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))] if tree else []
 
@@ -79,17 +80,17 @@ def entry_point(task: str | None, answer: str, meta: dict | None = None) -> str 
     given = (meta or {}).get("entry_point")
     if isinstance(given, str) and given.isidentifier():
         return given
-    task_defs = _defs(task)
+    task_defs = function_defs(task)
     if task_defs:
         stubs = [d for d in task_defs if _is_stub(d)]
         return (stubs or task_defs)[-1].name
-    answer_defs = _defs(code_of(answer))
+    answer_defs = function_defs(code_of(answer))
     return answer_defs[-1].name if answer_defs else None
 
 
 def signature_of(source: str, name: str) -> str | None:
     """``def name(args)`` of the last top-level def of ``name`` in ``source``, or None."""
-    for node in reversed(_defs(source)):
+    for node in reversed(function_defs(source)):
         if node.name == name:
             returns = f" -> {ast.unparse(node.returns)}" if node.returns is not None else ""
             return f"def {name}({ast.unparse(node.args)}){returns}"
@@ -153,7 +154,7 @@ def arity_of(sources: Sequence[str | None], entry: str) -> tuple[int, int] | Non
     """(required, most) positional parameters of the first top-level def of ``entry`` in ``sources`` (``self``
     aside), or None when there is none or it takes ``*args``."""
     for source in sources:
-        for node in _defs(source):
+        for node in function_defs(source):
             if node.name == entry:
                 if node.args.vararg is not None:
                     return None
