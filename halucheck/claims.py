@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Sequence
 from halucheck.engines.base import Request, SamplingParams
 from halucheck.prompts import load as load_prompts
 from halucheck.prompts.untrusted import without_notes
+from halucheck.records import Claim, Cost
 from halucheck.text import sentence_spans, word_spans
 from halucheck.arithmetic import numbers_in
 from halucheck.kinds.calculations import calculations, find_calculations, list_calculations, unseen_calculations
@@ -68,6 +69,12 @@ class StageOutput:
     prompt_tokens: int = 0
     completion_tokens: int = 0
     calls: int = 0
+
+
+def cost_of(outputs: Sequence[StageOutput], wall_s: float, failed: int) -> Cost:
+    """What a stage's batch spent: its outputs' calls and tokens, its seconds and its failed calls."""
+    return Cost(llm_calls=sum(o.calls for o in outputs), prompt_tokens=sum(o.prompt_tokens for o in outputs),
+                completion_tokens=sum(o.completion_tokens for o in outputs), failed_calls=failed, wall_s=wall_s)
 
 
 def sentences(text: str) -> list[Segment]:
@@ -234,12 +241,12 @@ def extract_claims(engine: "Engine", texts: Sequence[str], contexts: Sequence[st
 
 @dataclass
 class AnswerClaims:
-    """What the claim stage made of one answer: its claims as (text, question, start, end, kind)
-    (``question`` set only for the short-QA claim question + answer; ``kind`` see :func:`calculations`), or
+    """What the claim stage made of one answer: its claims, each with its span in the answer and its kind
+    (``question`` set only for the short-QA claim question + answer; the kinds: :data:`halucheck.kinds.KINDS`), or
     the ``error`` (stage, message) of a failed call (the answer is then tried again later); ``warning``:
     claims were cut at ``max_claims``."""
 
-    claims: list[tuple[str, str | None, int, int, str]] = field(default_factory=list)
+    claims: list[Claim] = field(default_factory=list)
     error: tuple[str, str] | None = None
     warning: str | None = None
 
@@ -279,12 +286,12 @@ def claims_of_answers(answers: Sequence[tuple[str | None, str, int | None]], eng
     prose: dict[int, str] = {}  # each answer's checked text with its code blocks blanked out
     for i, (question, answer, cut) in enumerate(answers):
         if question and is_short_answer(answer):  # the paper's short-QA rule: question + answer is one claim
-            out[i].claims = [(answer.strip(), question, 0, len(answer), "knowledge")]
+            out[i].claims = [Claim(answer.strip(), question, "knowledge", 0, len(answer))]
             continue
         text = answer[:cut] if cut else answer
         blocks = code_blocks(text)
         for code, s, e in blocks:  # code answering the question: one claim, run against independent solutions
-            out[i].claims.append((code, question, s, e, "code"))
+            out[i].claims.append(Claim(code, question, "code", s, e))
             text = text[:s] + " " * (e - s) + text[e:]  # the prose around it is read as usual, offsets kept
         text = without_notes(text, question)  # a note about the answer itself is no claim of it (the report lists it)
         prose[i] = text
@@ -321,7 +328,7 @@ def claims_of_answers(answers: Sequence[tuple[str | None, str, int | None]], eng
             found.setdefault(w[0], []).extend((c, w[1]) for c in o.value)
     for i, (_, answer, _) in enumerate(answers):
         a = out[i]
-        if a.error or (a.claims and a.claims[0][4] == "knowledge"):  # failed, or the short-QA claim
+        if a.error or (a.claims and a.claims[0].kind == "knowledge"):  # failed, or the short-QA claim
             continue
         calcs = calculations(prose[i])
         cites = citations(prose[i]) if cite else []
@@ -334,30 +341,30 @@ def claims_of_answers(answers: Sequence[tuple[str | None, str, int | None]], eng
                          "(raise --max-claims to check more)")
             kept = kept[:max(0, max_claims - len(calcs))]
             calcs = calcs[:max_claims]
-        coded = code_names([c[0] for c in a.claims if c[4] == "code"])
+        coded = code_names([c.text for c in a.claims if c.kind == "code"])
         if coded:  # what the answer's code does is the code check's to decide: never guessed closed-book
             kept = [(c, seg) for c, seg in kept if not coded.search(c)]
         searchable = bool(grounded and grounded[i])
         if i in model_calcs:
             question = answers[i][0]
             kept, derived, result = math_claims(question, prose[i], kept, keep_derived=searchable)
-            a.claims += [(c, None, *locate(c, answer), "calculation")
+            a.claims += [Claim(c, None, "calculation", *locate(c, answer))
                          for c in unseen_calculations(model_calcs[i], calcs)]
             if result is not None:
-                a.claims.append((result_claim(result), question, result.start, result.end, "result"))
-            a.claims += [(c, None, *locate(c, answer, within=seg), "knowledge") for c, seg in derived]
+                a.claims.append(Claim(result_claim(result), question, "result", result.start, result.end))
+            a.claims += [Claim(c, None, "knowledge", *locate(c, answer, within=seg)) for c, seg in derived]
             kind = "premise"
         else:
             kind = "knowledge"
-        a.claims += [(c, None, *locate(c, answer, within=seg), kind) for c, seg in kept]
-        a.claims += [(text, None, s, e, "calculation") for text, s, e in calcs]
-        a.claims += [(text, None, s, e, "citation") for text, s, e, _ in cites]
+        a.claims += [Claim(c, None, kind, *locate(c, answer, within=seg)) for c, seg in kept]
+        a.claims += [Claim(text, None, "calculation", s, e) for text, s, e in calcs]
+        a.claims += [Claim(text, None, "citation", s, e) for text, s, e, _ in cites]
         if sources:
             from halucheck.verifiers.tools.sources import find_sources
 
             names = None if sources is True else sources
-            a.claims += [(r.name, None, r.start, r.end, "source") for r in find_sources(prose[i], names)]
-        a.claims.sort(key=lambda c: c[2])
+            a.claims += [Claim(r.name, None, "source", r.start, r.end) for r in find_sources(prose[i], names)]
+        a.claims.sort(key=lambda c: c.start)
     return out, filtered + extracted + listed
 
 

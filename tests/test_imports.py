@@ -22,7 +22,7 @@ LAYERS = [
     ("halucheck.verifiers",),
     ("halucheck.claims", "halucheck.coverage", "halucheck.evidence"),
     ("halucheck.reports",),
-    ("halucheck.pipeline", "halucheck.cluster", "halucheck.evaluation"),
+    ("halucheck.pipeline", "halucheck.progress", "halucheck.cluster", "halucheck.evaluation"),
     ("halucheck.cli",),
 ]
 MAX_LINES = 600
