@@ -21,7 +21,7 @@ from halucheck.errors import InputError
 from halucheck.inputs import Item, load_run_input, truncation_point
 from halucheck.kinds import KINDS
 from halucheck.progress import Progress, VerifyProgress, null_progress
-from halucheck.records import Check, unique_checks
+from halucheck.records import Check, Verdict, unique_checks
 from halucheck.store.rows import ClaimRow, ErrorRow, FoundEvidence, Pending
 from halucheck.store.runstore import RunStore
 from halucheck.verifiers import calibration, routed
@@ -55,7 +55,7 @@ class Pipeline:
         for kind, why in self.verifier.unavailable.items():
             log(f"note: {kind} claims go to {opts.verifier}: {why}")
         self.verifier.check()  # before anything is opened or written
-        # so is a calibrator for another model, or a name not stored
+        # a calibrator for another model, or a name not stored, is refused before anything is written too
         self.calibration = calibration.for_run(self.verifier, settings, opts.calibration)
         outputs.check_paths(opts)
         self.store = RunStore(opts.out / outputs.RUN_DB, restart=restart)  # makes the folder (or says why not)
@@ -153,26 +153,30 @@ class Pipeline:
                     self.log(f"warning: {self.opts.input}:{it.line}: answer {it.id!r}: {a.warning}")
                     errors.append(ErrorRow("claims-warning", a.warning, i, it.line))
                 saved[i] = [ClaimRow(f"{i}:{k}", i, k, claim) for k, claim in enumerate(a.claims)]
-            self.store.save_claims_batch(saved, errors, [i for i, _ in chunk if i in had_errors], {"claims": (
-                claim_stages.cost_of(outs, time.perf_counter() - t0, sum(bool(o.error) for o in outs)))})
+            cost = claim_stages.cost_of(outs, time.perf_counter() - t0, sum(bool(o.error) for o in outs))
+            self.store.save_claims_batch(saved, errors, [i for i, _ in chunk if i in had_errors], {"claims": cost})
             bar.update(len(chunk))
         bar.close()
 
     # -- stage 2: queries and evidence ------------------------------------------------------------
-    def gather_evidence(self, items: list[tuple[int, Item]]) -> None:
-        # each kind gets the evidence its entry names (halucheck.kinds): none (a tool decides), the question a
-        # premise restates, the document a source claim names; the rest is searched for
-        by_idx = dict(items)
+    def evidence_of_kinds(self, by_idx: dict[int, Item]) -> None:
+        """Each kind's claims get the evidence its entry names (:data:`halucheck.kinds.KINDS`): none (a tool
+        decides), the question a premise restates, the opening of the document a source claim names."""
         for kind in KINDS.values():
             given = kind.evidence_given(self.verifier.options)
             if given == "none":
                 self.store.mark_evidence_done(kind=kind.name)
-            elif given == "named document" and (rows := self.store.claims_without_evidence(kind=kind.name)):
-                self.store.save_evidence_batch([FoundEvidence(r.claim_id, [], self.evidence.of_source(r.claim.text))
-                                                for r in rows], [], [])
-            elif given == "question" and (rows := self.store.claims_without_evidence(kind=kind.name)):
-                self.store.save_evidence_batch([FoundEvidence(r.claim_id, [], question_evidence(by_idx[r.item_idx].question))
-                                                for r in rows if r.item_idx in by_idx], [], [])
+            elif given in ("named document", "question") and (
+                    rows := self.store.claims_without_evidence(kind=kind.name)):
+                self.store.save_evidence_batch([
+                    FoundEvidence(r.claim_id, [], self.evidence.of_source(r.claim.text) if given == "named document"
+                                  else question_evidence(by_idx[r.item_idx].question))
+                    for r in rows if given == "named document" or r.item_idx in by_idx], [], [])
+
+    def gather_evidence(self, items: list[tuple[int, Item]]) -> None:
+        """The claims of a kind that is searched for get their queries and passages (the rest: as their kind says)."""
+        by_idx = dict(items)
+        self.evidence_of_kinds(by_idx)
         rows = self.store.claims_without_evidence()
         if not rows:
             return
@@ -202,8 +206,9 @@ class Pipeline:
             errors = [ErrorRow("queries", f"query generation failed: {o.error}", r.item_idx,
                                by_idx[r.item_idx].line if r.item_idx in by_idx else None, r.claim_id)
                       for r, o in zip(chunk, outs) if o.error]
+            cost = claim_stages.cost_of(outs, time.perf_counter() - t0, len(errors))
             self.store.save_evidence_batch(done, errors, [r.claim_id for r in chunk if r.claim_id in had_errors],
-                                           {"queries": claim_stages.cost_of(outs, time.perf_counter() - t0, len(errors))})
+                                           {"queries": cost})
             bar.update(len(chunk))
         bar.close()
 
@@ -219,7 +224,7 @@ class Pipeline:
         claim_ids = [[rows[j].claim_id for j in same] for same in unique.of]
         replace = {r.claim_id for r in rows if r.verified}
         bar = VerifyProgress(self.progress, self.verifier, self.engines, unique.checks, len(rows))
-        buffer: dict[str, object] = {}
+        buffer: dict[str, Verdict] = {}  # claim id -> its verdict, not written yet
         last = [time.perf_counter()]
 
         def flush(costs=None) -> None:

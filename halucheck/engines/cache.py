@@ -100,5 +100,5 @@ class CachingEngine(WrappedEngine):
             CachedReply(keys[i], requests[i].tag, results[i].text, json.dumps(results[i].parsed, ensure_ascii=False),
                         results[i].prompt_tokens, results[i].completion_tokens, results[i].cached_tokens,
                         results[i].attempts, results[i].latency_s,
-                        json.dumps(results[i].logprobs, ensure_ascii=False) if results[i].logprobs is not None else None)
+                        None if results[i].logprobs is None else json.dumps(results[i].logprobs, ensure_ascii=False))
             for i in indexes if results[i].ok], defer=defer)

@@ -421,7 +421,8 @@ class RunStore:
         """The work left: answers without claims, claims without evidence, claims without a clean verdict."""
         (items,), = self.query("SELECT count(*) FROM items WHERE NOT claims_done")
         (evidence,), = self.query("SELECT count(*) FROM claims WHERE NOT evidence_done")
-        (debates,), = self.query(f"SELECT count(*) FROM claims c LEFT JOIN verdicts v USING (claim_id) WHERE {_TO_VERIFY}")
+        (debates,), = self.query(
+            f"SELECT count(*) FROM claims c LEFT JOIN verdicts v USING (claim_id) WHERE {_TO_VERIFY}")
         return Pending(items, evidence, debates)
 
     def items_with_claims(self) -> set[int]:
