@@ -16,13 +16,14 @@ from halucheck.config import MAX_CLAIMS, SUBJECTIVE_FILTER
 from halucheck.engines.base import Request, SamplingParams
 from halucheck.prompts import load as load_prompts
 from halucheck.prompts.untrusted import without_notes
+from halucheck.records import Claim, Cost
 from halucheck.text import sentence_spans, word_spans
-from halucheck.verifiers.tools.arith import list_calculations, numbers_in
-from halucheck.verifiers.tools.program import is_math_question, result_claim, unseen_calculations
+from halucheck.arithmetic import numbers_in
+from halucheck.kinds.calculations import calculations, find_calculations, list_calculations, unseen_calculations
+from halucheck.kinds.results import FinalResult, final_result, is_math_question, result_claim
 
 if TYPE_CHECKING:
     from halucheck.engines.base import Engine
-    from halucheck.verifiers.tools.program import FinalResult
     from halucheck.verifiers.tools.sources import SourceNames
 
 FILTER_SCHEMA = {
@@ -69,6 +70,12 @@ class StageOutput:
     prompt_tokens: int = 0
     completion_tokens: int = 0
     calls: int = 0
+
+
+def cost_of(outputs: Sequence[StageOutput], wall_s: float, failed: int) -> Cost:
+    """What a stage's batch spent: its outputs' calls and tokens, its seconds and its failed calls."""
+    return Cost(llm_calls=sum(o.calls for o in outputs), prompt_tokens=sum(o.prompt_tokens for o in outputs),
+                completion_tokens=sum(o.completion_tokens for o in outputs), failed_calls=failed, wall_s=wall_s)
 
 
 def sentences(text: str) -> list[Segment]:
@@ -235,12 +242,12 @@ def extract_claims(engine: "Engine", texts: Sequence[str], contexts: Sequence[st
 
 @dataclass
 class AnswerClaims:
-    """What the claim stage made of one answer: its claims as (text, question, start, end, kind)
-    (``question`` set only for the short-QA claim question + answer; ``kind`` see :func:`calculations`), or
+    """What the claim stage made of one answer: its claims, each with its span in the answer and its kind
+    (``question`` set only for the short-QA claim question + answer; the kinds: :data:`halucheck.kinds.KINDS`), or
     the ``error`` (stage, message) of a failed call (the answer is then tried again later); ``warning``:
     claims were cut at ``max_claims``."""
 
-    claims: list[tuple[str, str | None, int, int, str]] = field(default_factory=list)
+    claims: list[Claim] = field(default_factory=list)
     error: tuple[str, str] | None = None
     warning: str | None = None
 
@@ -262,15 +269,15 @@ def claims_of_answers(answers: Sequence[tuple[str | None, str, int | None]], eng
     subjective filter when ``subjective_filter`` is ``on``, or ``auto`` and the answer reads like dialogue;
     its claims are each kept once (:func:`select`), cut at ``max_claims``, and located in the answer
     (:func:`locate`). Every calculation written in the answer (``48 x 125 = 5800``) is a claim of its own,
-    word for word, found without a model (:func:`calculations`); with ``cite`` (a bibliography to check
+    word for word, found without a model (:func:`halucheck.kinds.calculations.calculations`); with ``cite`` (a bibliography to check
     against), so is every reference-shaped citation (:func:`citations`); an extracted claim that restates
     one is dropped. With ``sources`` (a corpus to look them up in: True, or better the names of its documents,
     :class:`halucheck.verifiers.tools.sources.SourceNames`, so that ``(source: Q3 report (draft) v2.md)`` is
     read as the corpus spells it), every document the answer names as its source (``(source: products.md)``,
     :func:`halucheck.verifiers.tools.sources.find_sources`) is a claim of kind ``source``. An answer to a math
-    question (:func:`halucheck.verifiers.tools.program.is_math_question`) gets its final result as a claim of
+    question (:func:`halucheck.kinds.results.is_math_question`) gets its final result as a claim of
     kind ``result`` (checked by program), the calculations the model lists in it that the regex finder missed
-    (:func:`halucheck.verifiers.tools.arith.list_calculations`, one more call per math answer) as
+    (:func:`halucheck.kinds.calculations.list_calculations`, one more call per math answer) as
     ``calculation`` claims, and its other claims sorted by :func:`math_claims`; an answer with evidence of its
     own to search (``grounded``: a corpus, or the item's context) is one only when its question is a word
     problem on its own (``strict``), and keeps its derived steps as knowledge claims.
@@ -280,12 +287,12 @@ def claims_of_answers(answers: Sequence[tuple[str | None, str, int | None]], eng
     prose: dict[int, str] = {}  # each answer's checked text with its code blocks blanked out
     for i, (question, answer, cut) in enumerate(answers):
         if question and is_short_answer(answer):  # the paper's short-QA rule: question + answer is one claim
-            out[i].claims = [(answer.strip(), question, 0, len(answer), "knowledge")]
+            out[i].claims = [Claim(answer.strip(), question, "knowledge", 0, len(answer))]
             continue
         text = answer[:cut] if cut else answer
         blocks = code_blocks(text)
         for code, s, e in blocks:  # code answering the question: one claim, run against independent solutions
-            out[i].claims.append((code, question, s, e, "code"))
+            out[i].claims.append(Claim(code, question, "code", s, e))
             text = text[:s] + " " * (e - s) + text[e:]  # the prose around it is read as usual, offsets kept
         text = without_notes(text, question)  # a note about the answer itself is no claim of it (the report lists it)
         prose[i] = text
@@ -322,7 +329,7 @@ def claims_of_answers(answers: Sequence[tuple[str | None, str, int | None]], eng
             found.setdefault(w[0], []).extend((c, w[1]) for c in o.value)
     for i, (_, answer, _) in enumerate(answers):
         a = out[i]
-        if a.error or (a.claims and a.claims[0][4] == "knowledge"):  # failed, or the short-QA claim
+        if a.error or (a.claims and a.claims[0].kind == "knowledge"):  # failed, or the short-QA claim
             continue
         calcs = calculations(prose[i])
         cites = citations(prose[i]) if cite else []
@@ -335,35 +342,35 @@ def claims_of_answers(answers: Sequence[tuple[str | None, str, int | None]], eng
                          "(raise --max-claims to check more)")
             kept = kept[:max(0, max_claims - len(calcs))]
             calcs = calcs[:max_claims]
-        coded = code_names([c[0] for c in a.claims if c[4] == "code"])
+        coded = code_names([c.text for c in a.claims if c.kind == "code"])
         if coded:  # what the answer's code does is the code check's to decide: never guessed closed-book
             kept = [(c, seg) for c, seg in kept if not coded.search(c)]
         searchable = bool(grounded and grounded[i])
         if i in model_calcs:
             question = answers[i][0]
             kept, derived, result = math_claims(question, prose[i], kept, keep_derived=searchable)
-            a.claims += [(c, None, *locate(c, answer), "calculation")
+            a.claims += [Claim(c, None, "calculation", *locate(c, answer))
                          for c in unseen_calculations(model_calcs[i], calcs)]
             if result is not None:
-                a.claims.append((result_claim(result), question, result.start, result.end, "result"))
-            a.claims += [(c, None, *locate(c, answer, within=seg), "knowledge") for c, seg in derived]
+                a.claims.append(Claim(result_claim(result), question, "result", result.start, result.end))
+            a.claims += [Claim(c, None, "knowledge", *locate(c, answer, within=seg)) for c, seg in derived]
             kind = "premise"
         else:
             kind = "knowledge"
-        a.claims += [(c, None, *locate(c, answer, within=seg), kind) for c, seg in kept]
-        a.claims += [(text, None, s, e, "calculation") for text, s, e in calcs]
-        a.claims += [(text, None, s, e, "citation") for text, s, e, _ in cites]
+        a.claims += [Claim(c, None, kind, *locate(c, answer, within=seg)) for c, seg in kept]
+        a.claims += [Claim(text, None, "calculation", s, e) for text, s, e in calcs]
+        a.claims += [Claim(text, None, "citation", s, e) for text, s, e, _ in cites]
         if sources:
             from halucheck.verifiers.tools.sources import find_sources
 
             names = None if sources is True else sources
-            a.claims += [(r.name, None, r.start, r.end, "source") for r in find_sources(prose[i], names)]
-        a.claims.sort(key=lambda c: c[2])
+            a.claims += [Claim(r.name, None, "source", r.start, r.end) for r in find_sources(prose[i], names)]
+        a.claims.sort(key=lambda c: c.start)
     return out, filtered + extracted + listed
 
 
 def math_claims(question: str, answer: str, kept: list[tuple[str, Segment]], keep_derived: bool = False,
-                ) -> tuple[list[tuple[str, Segment]], list[tuple[str, Segment]], "FinalResult | None"]:
+                ) -> tuple[list[tuple[str, Segment]], list[tuple[str, Segment]], FinalResult | None]:
     """A math answer's extracted claims, sorted by what decides them: (premises, derived steps kept, final result).
 
     A claim from a sentence that writes out a calculation, or that states the final result, is dropped: the
@@ -375,9 +382,6 @@ def math_claims(question: str, answer: str, kept: list[tuple[str, Segment]], kee
     the question's premises ("each box holds 125 items"): they are checked against the question (kind
     ``premise``). With ``keep_derived`` (the answer has evidence to search) the derived steps are returned too,
     to be checked as knowledge claims."""
-    from halucheck.verifiers.tools.arith import find_calculations
-    from halucheck.verifiers.tools.program import final_result
-
     result = final_result(answer, question)
     given = numbers_in(question)
     premises, derived = [], []
@@ -430,18 +434,6 @@ def code_blocks(text: str) -> list[tuple[str, int, int]]:
     """The fenced code blocks of ``text`` (```` ```python ... ``` ````) as (code, start, end of the fence):
     each becomes a ``code`` claim."""
     return [(m.group(1), m.start(), m.end()) for m in _CODE_BLOCK.finditer(text) if m.group(1).strip()]
-
-
-def calculations(text: str) -> list[tuple[str, int, int]]:
-    """The calculations written in ``text`` (``expression = result``, see :func:`halucheck.verifiers.tools.arith.find_calculations`)
-    as (exact text, start, end): each becomes a ``calculation`` claim, checked by evaluating it, not by a model."""
-    from halucheck.verifiers.tools.arith import find_calculations
-
-    out = []
-    for c in find_calculations(text):
-        start, end = c.span[0], c.claimed_span[1]
-        out.append((text[start:end], start, end))
-    return out
 
 
 def citations(text: str) -> list[tuple[str, int, int, str]]:

@@ -9,11 +9,16 @@ opening of that document as evidence, or none when the corpus has no such docume
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import TYPE_CHECKING, Callable, Sequence
 
 from halucheck.config import index_path
 from halucheck.records import Evidence
+from halucheck.store.rows import ClaimRow
+
+if TYPE_CHECKING:
+    from halucheck.store.runstore import RunStore
 
 
 class EvidenceSources:
@@ -80,16 +85,17 @@ class EvidenceSources:
         first = (self.corpus().document_text(source) or "")[:300]
         return [Evidence(first, source=source, start=0, end=len(first))]
 
-    def cited_documents(self, claims: Sequence[tuple], answers: dict[int, str]) -> dict[str, str]:
+    def cited_documents(self, claims: Sequence[ClaimRow], answers: dict[int, str]) -> dict[str, str]:
         """claim_id -> the corpus document its sentence names as its source (the first, if several), for
-        ``claims`` rows (claim_id, item_idx, text, question, span_start, span_end) of ``answers`` (by item)."""
+        ``claims`` of ``answers`` (by item)."""
         names = self.source_names()
         if names is None:
             return {}
         from halucheck.verifiers.tools.sources import backing_sources, find_sources
 
         out, refs = {}, {}
-        for cid, idx, _, _, start, end in claims:
+        for row in claims:
+            cid, idx, start, end = row.claim_id, row.item_idx, row.claim.start, row.claim.end
             answer = answers.get(idx)
             if answer is None or start is None or end is None:
                 continue
@@ -101,15 +107,15 @@ class EvidenceSources:
                 break
         return out
 
-    def find(self, claims: Sequence[tuple], queries: dict[str, list[str]], answers: dict[int, str],
+    def find(self, claims: Sequence[ClaimRow], queries: dict[str, list[str]], answers: dict[int, str],
              contexts: dict[int, str | None]) -> dict[str, list[Evidence]]:
         """Each claim's top-k evidence for its queries (claim_id -> passages), searched where it belongs:
         its cited document, else the corpus and its item's context. Claims without queries are left out."""
-        cited = self.cited_documents([c for c in claims if c[0] in queries], answers)
-        found: dict[str, list[list[Evidence]]] = {cid: [] for cid, *_ in claims if cid in queries}
+        cited = self.cited_documents([c for c in claims if c.claim_id in queries], answers)
+        found: dict[str, list[list[Evidence]]] = {c.claim_id: [] for c in claims if c.claim_id in queries}
         for cid, source in cited.items():
             found[cid] += self.document(source).search_many(queries[cid], k=self.top_k)
-        searched = [(cid, idx) for cid, idx, *_ in claims if cid in found and cid not in cited]
+        searched = [(c.claim_id, c.item_idx) for c in claims if c.claim_id in found and c.claim_id not in cited]
         corpus = self.corpus()
         if corpus is not None and searched:
             flat = [q for cid, _ in searched for q in queries[cid]]
@@ -126,6 +132,27 @@ class EvidenceSources:
                 elif contexts.get(idx):
                     found[cid] += self.context(idx, contexts[idx]).search_many(queries[cid], k=self.top_k)
         return {cid: whole.get(cid) or fuse(ranked, self.top_k) for cid, ranked in found.items()}
+
+    def refresh(self, store: "RunStore", out: Path, log: Callable[[str], None]) -> dict | None:
+        """Bring the corpus index up to date with the folder (only changed files are read again) and send
+        back to the evidence stage every claim with a passage of a file changed or deleted since the last
+        run of this folder: its evidence and verdict are made again from the corpus as it is now."""
+        files = self.files()
+        if files is None:
+            return None
+        before = store.get_meta("corpus_files")
+        changes = None
+        if before:
+            old = json.loads(before)
+            gone = sorted(p for p, sha in old.items() if files.get(p) != sha)
+            claims = store.claims_with_evidence_from(gone)
+            store.recheck(claims)
+            if gone:
+                changes = {"files": gone, "claims_rechecked": len(claims)}
+                log(f"note: {len(gone)} corpus file(s) changed or deleted since the last run of {out}; "
+                         f"{len(claims)} claim(s) with evidence from them are checked again")
+        store.set_meta("corpus_files", json.dumps(files, sort_keys=True))
+        return changes
 
     def close(self) -> None:
         """Let go of the corpus index (another process may then rebuild it)."""
@@ -152,6 +179,16 @@ class EvidenceSources:
 
 
 QUESTION_SOURCE = "question"  # the source of the one passage a premise claim is checked against
+
+
+def corpus_skipped(report) -> dict[str, int]:
+    """Why files of the corpus were not read, counted: ``halucheck's own`` (a run folder, an index cache:
+    never corpus) and ``unreadable`` (unreadable, empty, or no file: a FIFO, a dangling link, a link loop; the
+    warnings name each); {} when none or no corpus."""
+    if report is None:
+        return {}
+    out = {"halucheck's own output": sum(report.left_out.values()), "unreadable or empty": len(report.skipped)}
+    return {why: n for why, n in out.items() if n}
 
 
 def question_evidence(question: str | None) -> list[Evidence]:

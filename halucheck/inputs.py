@@ -15,9 +15,15 @@ import json
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from halucheck.errors import InputError
+from halucheck.store.rows import ErrorRow, ItemRow
 from halucheck.text import SURROGATE_HINT, json_surrogates, word_spans
+
+if TYPE_CHECKING:
+    from halucheck.config import RunOptions, Settings
+    from halucheck.store.runstore import RunStore
 
 MAX_ANSWER_WORDS = 5000
 
@@ -319,3 +325,36 @@ def truncation_point(answer: str, max_words: int = MAX_ANSWER_WORDS) -> int | No
         if count > max_words:
             return start
     return None
+
+
+def load_run_input(store: "RunStore", opts: "RunOptions", settings: "Settings",
+                   log: Callable[[str], None]) -> list[tuple[int, Item]]:
+    """`halucheck run`'s input read, checked against the run's fingerprint (a resume with changed inputs or
+    settings is refused) and stored as items, with its problems; the usable items with their index."""
+    raw = read_input_bytes(opts.input)  # read once: a pipe has no second read
+    items, problems = read_items(opts.input, raw)
+    fp = opts.fingerprint(settings, raw)
+    old = store.get_meta("fingerprint")
+    if old and old != fp:
+        raise InputError(
+            f"{opts.out} holds a run made with other inputs or settings; use a new --out DIR, "
+            "or --restart to discard it"
+        )
+    store.set_meta("fingerprint", fp)
+    store.set_meta("input", str(opts.input))
+    if opts.corpus:  # the report shows evidence paths relative to it
+        store.set_meta("corpus", str(Path(opts.corpus).resolve()))
+    for p in problems:
+        log(f"{'warning' if not p.fatal else 'skipped'}: {opts.input}:{p.line}: {p.message}")
+    if not items:
+        raise InputError(f"{opts.input}: no usable line ({len(problems)} problem(s) above); "
+                         "each line needs an \"answer\"")
+    indexed = list(enumerate(items))
+    by_line = {it.line: i for i, it in indexed}
+    store.add_items([ItemRow(i, it.id, it.line, it.question, it.answer, it.context,
+                                  truncation_point(it.answer)) for i, it in indexed])
+    # warnings (not UTF-8, truncated) belong to their item's result; unusable lines get a result of their own
+    store.set_input_problems([
+        ErrorRow("input", p.message, None, p.line, item_id=p.id) if p.fatal else
+        ErrorRow("input-warning", p.message, by_line.get(p.line), p.line) for p in problems])
+    return indexed

@@ -10,6 +10,12 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+from halucheck.errors import InputError
+
+if TYPE_CHECKING:
+    from halucheck.config import RunOptions
 
 MARKER = ".halucheck-output"
 _TEXT = ("This folder was written by halucheck. `halucheck index` and `run --corpus` never read a folder\n"
@@ -55,3 +61,30 @@ def same_file(a: str | os.PathLike, b: str | os.PathLike) -> bool:
         return a.exists() and b.exists() and os.path.samefile(a, b)
     except OSError:
         return False
+
+
+def check_paths(opts: "RunOptions") -> None:
+    """Refuse a run that would read what it writes: an --out that is the corpus folder or holds it (its
+    reports would be read as evidence), an input that is one of the files the run writes."""
+    out = opts.out.expanduser().resolve()
+    if opts.corpus is not None:
+        corpus = Path(opts.corpus).expanduser().resolve()
+        if corpus == out or corpus.is_relative_to(out):
+            raise InputError(
+                f"--out {opts.out} {'is' if corpus == out else 'holds'} the corpus folder {corpus}: the run's reports "
+                "would be read as evidence; choose an --out outside it (a folder inside the corpus is fine: it is "
+                "never read as corpus)")
+    for path in run_files(out):
+        if same_file(opts.input, path):
+            raise InputError(
+                f"--input {opts.input} is the file {path.name} that this run writes in --out {opts.out}; it would "
+                "be overwritten: choose another --out, or keep the answers under another name")
+
+
+def mark_run_folder(out: Path) -> None:
+    """Put halucheck's marker in the run folder (:mod:`halucheck.outputs`): no corpus ever reads it. A folder
+    that cannot be written is left as it is: writing the reports there says so in one line."""
+    try:
+        mark(out)
+    except OSError:
+        pass

@@ -9,120 +9,29 @@ only what failed: failed work is never stored as done.
 from __future__ import annotations
 
 import json
-import threading
 import time
-from collections import Counter
-from dataclasses import dataclass
-from pathlib import Path
 from typing import Callable
 
 from halucheck import claims as claim_stages, outputs
 from halucheck.config import RunOptions, Settings, VerifierOptions
 from halucheck.engines.cache import CachingEngine
 from halucheck.engines.pool import EnginePool
-from halucheck.evidence import EvidenceSources, question_evidence
+from halucheck.evidence import EvidenceSources, corpus_skipped, question_evidence
 from halucheck.errors import InputError
-from halucheck.inputs import Item, read_input_bytes, read_items, truncation_point
-from halucheck.records import Case, Claim
+from halucheck.inputs import Item, load_run_input, truncation_point
+from halucheck.kinds import KINDS
+from halucheck.progress import Progress, VerifyProgress, null_progress
+from halucheck.records import Case, Verdict, unique_cases
+from halucheck.store.rows import ClaimRow, ErrorRow, FoundEvidence, Pending
 from halucheck.store.runstore import RunStore
-from halucheck.verifiers import routed
-
-
-Progress = Callable[..., object]  # tqdm-like factory: progress(total=, desc=) -> bar with total, n, update(),
-#                                   refresh(), set_postfix_str() and close()
+from halucheck.verifiers import calibration, routed
 
 # How a model reply that never matched its schema is reported (engines/base.py, debate/agents.py)
 MODEL_REPLY_FAILURES = ("reply is not valid JSON", "reply violates the schema", "reply rejected")
 
-# Debate verdicts are written in batches: this many, or after this many seconds, whichever comes first
+# Verdicts are written in batches: this many, or after this many seconds, whichever comes first
 VERDICT_BATCH = 512
 VERDICT_FLUSH_S = 2.0
-TICK_S = 2.0  # how often the verify bar's note is refreshed while no reply has come back
-
-
-class _Ticker:
-    """Calls ``tick`` every :data:`TICK_S` seconds on a daemon thread while the ``with`` block runs."""
-
-    def __init__(self, tick: Callable[[], object]) -> None:
-        self.tick, self._stop = tick, threading.Event()
-        self._thread = threading.Thread(target=self._run, name="halucheck-progress", daemon=True)
-
-    def _run(self) -> None:
-        while not self._stop.wait(TICK_S):
-            self.tick()
-
-    def __enter__(self) -> "_Ticker":
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self._stop.set()
-        self._thread.join()
-
-
-def _null_progress(**_):
-    class _Bar:
-        total = n = 0
-
-        def update(self, n=1): ...
-        def refresh(self): ...
-        def close(self): ...
-        def set_postfix_str(self, s): ...
-    return _Bar()
-
-
-@dataclass
-class Pending:
-    """Work not done yet: items without claims, claims without evidence, claims without a clean verdict."""
-
-    items: int = 0
-    evidence: int = 0
-    debates: int = 0
-
-    def __bool__(self) -> bool:
-        return bool(self.items or self.evidence or self.debates)
-
-    def __str__(self) -> str:
-        parts = [(self.items, "answer(s) without claims"), (self.evidence, "claim(s) without evidence"),
-                 (self.debates, "claim(s) without a clean verdict")]
-        return ", ".join(f"{n} {what}" for n, what in parts if n)
-
-
-def check_paths(opts: RunOptions) -> None:
-    """Refuse a run that would read what it writes: an --out that is the corpus folder or holds it (its
-    reports would be read as evidence), an input that is one of the files the run writes."""
-    out = opts.out.expanduser().resolve()
-    if opts.corpus is not None:
-        corpus = Path(opts.corpus).expanduser().resolve()
-        if corpus == out or corpus.is_relative_to(out):
-            raise InputError(
-                f"--out {opts.out} {'is' if corpus == out else 'holds'} the corpus folder {corpus}: the run's reports "
-                "would be read as evidence; choose an --out outside it (a folder inside the corpus is fine: it is "
-                "never read as corpus)")
-    for path in outputs.run_files(out):
-        if outputs.same_file(opts.input, path):
-            raise InputError(
-                f"--input {opts.input} is the file {path.name} that this run writes in --out {opts.out}; it would "
-                "be overwritten: choose another --out, or keep the answers under another name")
-
-
-def mark_run_folder(out: Path) -> None:
-    """Put halucheck's marker in the run folder (:mod:`halucheck.outputs`): no corpus ever reads it. A folder
-    that cannot be written is left as it is: writing the reports there says so in one line."""
-    try:
-        outputs.mark(out)
-    except OSError:
-        pass
-
-
-def corpus_skipped(report) -> dict[str, int]:
-    """Why files of the corpus were not read, counted: ``halucheck's own`` (a run folder, an index cache:
-    never corpus) and ``unreadable`` (unreadable, empty, or no file: a FIFO, a dangling link, a link loop; the
-    warnings name each); {} when none or no corpus."""
-    if report is None:
-        return {}
-    out = {"halucheck's own output": sum(report.left_out.values()), "unreadable or empty": len(report.skipped)}
-    return {why: n for why, n in out.items() if n}
 
 
 class Pipeline:
@@ -136,7 +45,7 @@ class Pipeline:
         by the worker across its shards (not closed with the run), its loaded engines and its opened corpus
         index (made for the whole run by the driver)."""
         self.opts, self.settings, self.log = opts, settings, log
-        self.progress = progress or _null_progress
+        self.progress = progress or null_progress
         if opts.out.exists() and not opts.out.is_dir():
             raise InputError(f"--out {opts.out} is a file; pass a folder for the run (it is created if missing)")
         options = VerifierOptions(debate=opts.debate, band=opts.band, nli_model=opts.nli_model,
@@ -146,33 +55,17 @@ class Pipeline:
         for kind, why in self.verifier.unavailable.items():
             log(f"note: {kind} claims go to {opts.verifier}: {why}")
         self.verifier.preflight()  # before anything is opened or written
-        self._calibration = self.find_calibrator()  # so is a calibrator for another model, or a name not stored
-        check_paths(opts)
+        # a calibrator for another model, or a name not stored, is refused before anything is written too
+        self.calibration = calibration.for_run(self.verifier, settings, opts.calibration)
+        outputs.check_paths(opts)
         self.store = RunStore(opts.out / outputs.RUN_DB, restart=restart)  # makes the folder (or says why not)
-        mark_run_folder(opts.out)
+        outputs.mark_run_folder(opts.out)
         self.engines = EnginePool(settings, wrappers=(lambda engine: CachingEngine(engine, self.store),),
                                   kept=engines)
         self._own_evidence = evidence is None
         self.evidence = evidence or EvidenceSources(opts.corpus, opts.index, opts.top_k, opts.use_context, log,
                                                     exclude_dirs=(opts.out,))
-        self.calibrate()
-
-    def find_calibrator(self):
-        """The calibrator fitted for this verifier and profile (`halucheck calibrate`; the one
-        ``--calibration`` names) and where it was read: ``(None, None)`` when there is none."""
-        from halucheck.verifiers import calibration
-
-        prof = self.settings.profile_for("initial") if self.verifier.uses_llm else None
-        return calibration.resolve(self.verifier.name, prof.name if prof else None, prof.model if prof else None,
-                                   self.opts.calibration)
-
-    def calibrate(self) -> None:
-        """Keep the calibrator with the run, so its reports (rebuilt later too) give calibrated
-        P(hallucinated); none found: they say uncalibrated."""
-        cal, path = self._calibration
-        diagram = path.with_suffix(".svg") if cal and path else None
-        self.store.set_meta("calibrator", cal.to_json() if cal else "")
-        self.store.set_meta("calibration_svg", diagram.read_text(encoding="utf-8") if diagram and diagram.is_file() else "")
+        calibration.keep_with_run(self.store, *self.calibration)  # its reports (rebuilt later too) use it
 
     # -- the run ---------------------------------------------------------------------------------
     def run(self, process: Callable[[Pipeline, list[tuple[int, Item]]], None] | None = None) -> dict:
@@ -180,8 +73,8 @@ class Pipeline:
         (``process(self, items)``; by default :meth:`process`, in this process), then the reports."""
         t0 = time.perf_counter()
         started = self.store.now()
-        items = self.load_items()
-        changes = self.check_corpus()
+        items = load_run_input(self.store, self.opts, self.settings, self.log)
+        changes = self.evidence.refresh(self.store, self.opts.out, self.log)
         (process or Pipeline.process)(self, items)
         from halucheck import reports
 
@@ -221,65 +114,13 @@ class Pipeline:
         return any(not any(mark in m for mark in MODEL_REPLY_FAILURES) for m in self.store.standing_failures())
 
     def pending(self) -> Pending:
-        items, evidence = self.store.pending_counts()
-        return Pending(items, evidence, len(self.store.claims_to_verify()))
+        return self.store.pending()
 
     def close(self) -> None:
         self.store.close()
         self.engines.close()
         if self._own_evidence:
             self.evidence.close()
-
-    # -- stage 0: input ----------------------------------------------------------------------------
-    def load_items(self) -> list[tuple[int, Item]]:
-        raw = read_input_bytes(self.opts.input)  # read once: a pipe has no second read
-        items, problems = read_items(self.opts.input, raw)
-        fp = self.opts.fingerprint(self.settings, raw)
-        old = self.store.get_meta("fingerprint")
-        if old and old != fp:
-            raise InputError(
-                f"{self.opts.out} holds a run made with other inputs or settings; use a new --out DIR, "
-                "or --restart to discard it"
-            )
-        self.store.set_meta("fingerprint", fp)
-        self.store.set_meta("input", str(self.opts.input))
-        if self.opts.corpus:  # the report shows evidence paths relative to it
-            self.store.set_meta("corpus", str(Path(self.opts.corpus).resolve()))
-        for p in problems:
-            self.log(f"{'warning' if not p.fatal else 'skipped'}: {self.opts.input}:{p.line}: {p.message}")
-        if not items:
-            raise InputError(f"{self.opts.input}: no usable line ({len(problems)} problem(s) above); "
-                             "each line needs an \"answer\"")
-        indexed = list(enumerate(items))
-        by_line = {it.line: i for i, it in indexed}
-        self.store.add_items([(i, it.id, it.line, it.question, it.answer, it.context,
-                               truncation_point(it.answer)) for i, it in indexed])
-        # warnings (not UTF-8, truncated) belong to their item's result; unusable lines get a result of their own
-        self.store.set_input_problems([
-            (None, p.line, "input", p.message, p.id) if p.fatal else
-            (by_line.get(p.line), p.line, "input-warning", p.message, None) for p in problems])
-        return indexed
-
-    def check_corpus(self) -> dict | None:
-        """Bring the corpus index up to date with the folder (only changed files are read again) and send
-        back to the evidence stage every claim with a passage of a file changed or deleted since the last
-        run of this folder: its evidence and verdict are made again from the corpus as it is now."""
-        files = self.evidence.files()
-        if files is None:
-            return None
-        before = self.store.get_meta("corpus_files")
-        changes = None
-        if before:
-            old = json.loads(before)
-            gone = sorted(p for p, sha in old.items() if files.get(p) != sha)
-            claims = self.store.claims_with_evidence_from(gone)
-            self.store.recheck(claims)
-            if gone:
-                changes = {"files": gone, "claims_rechecked": len(claims)}
-                self.log(f"note: {len(gone)} corpus file(s) changed or deleted since the last run of {self.opts.out}; "
-                         f"{len(claims)} claim(s) with evidence from them are checked again")
-        self.store.set_meta("corpus_files", json.dumps(files, sort_keys=True))
-        return changes
 
     # -- stage 1: claims -------------------------------------------------------------------------
     def extract_claims(self, items: list[tuple[int, Item]]) -> None:
@@ -306,37 +147,36 @@ class Pipeline:
             saved, errors = {}, []
             for (i, it), a in zip(chunk, made):
                 if a.error:  # the item stays not done and is tried again later
-                    errors.append((i, it.line, *a.error))
+                    errors.append(ErrorRow(*a.error, item_idx=i, line=it.line))
                     continue
                 if a.warning:
                     self.log(f"warning: {self.opts.input}:{it.line}: answer {it.id!r}: {a.warning}")
-                    errors.append((i, it.line, "claims-warning", a.warning))
-                saved[i] = [(f"{i}:{k}", k, *claim) for k, claim in enumerate(a.claims)]
-            self.store.save_claims_batch(
-                saved, errors, [i for i, _ in chunk if i in had_errors],
-                ("claims", sum(o.calls for o in outs), sum(o.prompt_tokens for o in outs),
-                 sum(o.completion_tokens for o in outs), 0, time.perf_counter() - t0, sum(bool(o.error) for o in outs)))
+                    errors.append(ErrorRow("claims-warning", a.warning, i, it.line))
+                saved[i] = [ClaimRow(f"{i}:{k}", i, k, claim) for k, claim in enumerate(a.claims)]
+            cost = claim_stages.cost_of(outs, time.perf_counter() - t0, sum(bool(o.error) for o in outs))
+            self.store.save_claims_batch(saved, errors, [i for i, _ in chunk if i in had_errors], {"claims": cost})
             bar.update(len(chunk))
         bar.close()
 
     # -- stage 2: queries and evidence ------------------------------------------------------------
+    def evidence_of_kinds(self, by_idx: dict[int, Item]) -> None:
+        """Each kind's claims get the evidence its entry names (:data:`halucheck.kinds.KINDS`): none (a tool
+        decides), the question a premise restates, the opening of the document a source claim names."""
+        for kind in KINDS.values():
+            given = kind.evidence_given(self.verifier.options)
+            if given == "none":
+                self.store.mark_evidence_done(kind=kind.name)
+            elif given in ("named document", "question") and (
+                    rows := self.store.claims_without_evidence(kind=kind.name)):
+                self.store.save_evidence_batch([
+                    FoundEvidence(r.claim_id, [], self.evidence.of_source(r.claim.text) if given == "named document"
+                                  else question_evidence(by_idx[r.item_idx].question))
+                    for r in rows if given == "named document" or r.item_idx in by_idx], [], [])
+
     def gather_evidence(self, items: list[tuple[int, Item]]) -> None:
-        # a calculation is checked by evaluating it, a math answer's result by programs, code by running it against
-        # solutions written for the question: no queries, no passages (a corpus passage shown under a code claim
-        # would read as the evidence that decided it)
-        for kind in ("calculation", "result", "code"):
-            self.store.mark_evidence_done(kind=kind)
-        if self.opts.bibliography is not None:  # looked up in the bibliography, not searched for
-            self.store.mark_evidence_done(kind="citation")
+        """The claims of a kind that is searched for get their queries and passages (the rest: as their kind says)."""
         by_idx = dict(items)
-        sources = self.store.claims_without_evidence(kind="source")  # a document the answer names
-        if sources:
-            self.store.save_evidence_batch([(cid, [], self.evidence.of_source(text)) for cid, _, text, *_ in sources],
-                                           [], [])
-        premises = self.store.claims_without_evidence(kind="premise")  # a math answer restating its question
-        if premises:
-            self.store.save_evidence_batch([(cid, [], question_evidence(by_idx[idx].question))
-                                            for cid, idx, *_ in premises if idx in by_idx], [], [])
+        self.evidence_of_kinds(by_idx)
         rows = self.store.claims_without_evidence()
         if not rows:
             return
@@ -346,7 +186,7 @@ class Pipeline:
         # context needs no model-written queries (RAG mode); a verifier that reads all of its evidence gets all of it
         rag = self.evidence.corpus() is None
         self.evidence.whole_context = rag and getattr(self.verifier.main, "whole_evidence", False)
-        if rag and not any(contexts.get(r[1]) for r in rows):
+        if rag and not any(contexts.get(r.item_idx) for r in rows):
             self.log("note: no --corpus and no context in the input: claims are judged without evidence")
         engine_q = None if rag else self.engines.engine_for("query")  # not made (loaded) when no query is written
         had_errors = self.store.claims_with_errors()
@@ -354,113 +194,56 @@ class Pipeline:
         for start in range(0, len(rows), self.opts.batch_items * 4):
             chunk = rows[start:start + self.opts.batch_items * 4]
             t0 = time.perf_counter()
-            statements = [f"{q} {t}" if q else t for _, _, t, q, _, _ in chunk]
+            statements = [r.claim.statement for r in chunk]
             outs = [claim_stages.StageOutput(value=[s]) for s in statements] if rag else claim_stages.make_queries(
                 engine_q, statements, self.settings.sampling("query", claim_stages.QUERY_SAMPLING))
             # a claim whose queries failed is not searched with a fallback: it stays without evidence and
             # is tried again, so a rerun gives the same evidence a clean run would have
-            queries = {row[0]: o.value for row, o in zip(chunk, outs) if not o.error}
+            queries = {row.claim_id: o.value for row, o in zip(chunk, outs) if not o.error}
             found = self.evidence.find(chunk, queries, answers, contexts)
-            done = [(cid, queries[cid], found[cid]) for cid, *_ in chunk if cid in queries]
-            errors = [(idx, by_idx[idx].line if idx in by_idx else None, cid,
-                       f"query generation failed: {o.error}")
-                      for (cid, idx, *_), o in zip(chunk, outs) if o.error]
-            self.store.save_evidence_batch(
-                done, errors, [r[0] for r in chunk if r[0] in had_errors],
-                ("queries", sum(o.calls for o in outs), sum(o.prompt_tokens for o in outs),
-                 sum(o.completion_tokens for o in outs), 0, time.perf_counter() - t0, len(errors)))
+            done = [FoundEvidence(r.claim_id, queries[r.claim_id], found[r.claim_id]) for r in chunk
+                    if r.claim_id in queries]
+            errors = [ErrorRow("queries", f"query generation failed: {o.error}", r.item_idx,
+                               by_idx[r.item_idx].line if r.item_idx in by_idx else None, r.claim_id)
+                      for r, o in zip(chunk, outs) if o.error]
+            cost = claim_stages.cost_of(outs, time.perf_counter() - t0, len(errors))
+            self.store.save_evidence_batch(done, errors, [r.claim_id for r in chunk if r.claim_id in had_errors],
+                                           {"queries": cost})
             bar.update(len(chunk))
         bar.close()
 
     # -- stage 3: verify ---------------------------------------------------------------------------
-    def _verify_status(self, bar, done: int, total: int, started: int | None) -> None:
-        """The verify bar's note: claims decided, and the prompts the engines have begun to read."""
-        now, base = self.engines.prompts_started(), started or 0  # no engine made yet: it counts from 0
-        begun = f", {now - base} prompts begun" if now is not None and now > base else ""
-        bar.set_postfix_str(f"{done}/{total} claims{begun}")
-
     def verify(self) -> None:
+        """Every claim without a clean verdict verified; identical claims (same statement and evidence) once,
+        each claim id getting the verdict. Verdicts are written in batches as they are decided."""
         rows = self.store.claims_to_verify()
         if not rows:
             return
-        evidence = self.store.evidence_for_many([r[0] for r in rows])
-        # identical claims (same statement and evidence) are verified once; every claim id gets the verdict
-        checks: list[Case] = []
-        claim_ids: list[list[str]] = []
-        first: dict[str, int] = {}
-        verified_before = {r[0] for r in rows if r[4]}
-        for cid, text, question, kind, _ in rows:
-            check = Case(Claim(text, question, kind), tuple(evidence.get(cid, ())))
-            k = check.key()
-            if k in first:
-                claim_ids[first[k]].append(cid)
-            else:
-                first[k] = len(checks)
-                checks.append(check)
-                claim_ids.append([cid])
-        # one step per LLM call: the first minutes of a run are calls, not finished claims. The total is
-        # the calls every claim needs at least, raised as claims (debates) go on past their minimum, and once
-        # claims finish, for each claim still to come the calls the finished claims of its kind took on average
-        # (so the bar's ETA counts the debates' extra turns before they happen, and a run that mixes a
-        # calculation, which costs no call, with code, which costs several, projects each by its own); at the
-        # end, the calls made.
-        least = self.verifier.least_calls()
-        floor = [self.verifier.expected_calls(checks)]
-        bar = self.progress(total=floor[0], desc=f"{self.verifier.name[:9]:<9}", unit="call")
-        claims_done = [0]
-        # per claim kind: the calls one such claim costs at least, the claims still to finish, and the claims
-        # finished with the calls they took (a tool check's trace is one turn for several calls: its minimum at least)
-        least_of = {k: self.verifier.expected_calls([c]) for k, c in {c.claim.kind: c for c in checks}.items()}
-        waiting = Counter(c.claim.kind for c in checks)
-        finished: dict[str, list[int]] = {k: [0, 0] for k in least_of}
-
-        def set_total() -> None:
-            spent = sum(calls for _, calls in finished.values())
-            ahead = sum(waiting[k] * max(least_of[k], finished[k][1] / finished[k][0] if finished[k][0] else 0)
-                        for k in least_of)
-            bar.total = max(floor[0], round(spent + ahead), bar.n)
-            bar.refresh()
-        # a CPU engine reads a batch of long prompts for minutes before its first reply: the bar says how many
-        # it has begun (admitted to the decode loop) meanwhile, so a run that works is seen to work
-        started = self.engines.prompts_started()
-        ticker = _Ticker(lambda: self._verify_status(bar, claims_done[0], len(rows), started))
-
-        def on_call(calls: int) -> None:
-            if calls > least:
-                floor[0] += 1
-                set_total()
-            bar.update(1)
-
-        buffer: list[tuple] = []
+        evidence = self.store.evidence_for_many([r.claim_id for r in rows])
+        unique = unique_cases([Case(r.claim, tuple(evidence.get(r.claim_id, ()))) for r in rows])
+        claim_ids = [[rows[j].claim_id for j in same] for same in unique.of]
+        replace = {r.claim_id for r in rows if r.verified}
+        bar = VerifyProgress(self.progress, self.verifier, self.engines, unique.cases, len(rows))
+        buffer: dict[str, Verdict] = {}  # claim id -> its verdict, not written yet
         last = [time.perf_counter()]
 
-        def flush(stats: list[tuple] = ()) -> None:
-            if buffer or stats:
-                self.store.save_verdicts(buffer, stats, replace=verified_before)
-            claims_done[0] += len(buffer)
-            self._verify_status(bar, claims_done[0], len(rows), started)
+        def flush(costs=None) -> None:
+            if buffer or costs:
+                self.store.save_verdicts(buffer, costs, replace=replace)
+            bar.stored(len(buffer))
             buffer.clear()
             last[0] = time.perf_counter()
 
         def on_verdict(i, verdict):
-            kind = checks[i].claim.kind
-            waiting[kind] -= 1
-            finished[kind][0] += 1
-            calls = sum(1 for t in verdict.chain if t.prompt_tokens or t.completion_tokens)
-            finished[kind][1] += max(least_of[kind], calls)
-            set_total()
-            # the verdict is only read from here on, so its twins share it rather than copy it
-            buffer.extend((cid, verdict) for cid in claim_ids[i])
+            bar.on_verdict(unique.cases[i], verdict)
+            buffer.update((cid, verdict) for cid in claim_ids[i])  # its twins share it rather than copy it
             if len(buffer) >= VERDICT_BATCH or time.perf_counter() - last[0] > VERDICT_FLUSH_S:
                 flush()
 
         # the replies kept before a stop stay counted (a resumed run asks them no more); the costs replace them
         self.store.count_cached_replies(self.verifier.name)
-        with ticker:
-            self.verifier.verify(checks, self.engines, on_verdict=on_verdict, on_call=on_call)
-        flush([(name, c.llm_calls, c.prompt_tokens, c.completion_tokens, c.cached_tokens, c.wall_s, c.failed_calls)
-               for name, c in self.verifier.costs.items()])
+        with bar:
+            self.verifier.verify(unique.cases, self.engines, on_verdict=on_verdict, on_call=bar.on_call)
+        flush(dict(self.verifier.costs))
         self.store.count_cached_replies(None)
-        bar.total = bar.n
-        bar.refresh()
         bar.close()

@@ -36,11 +36,15 @@ class Claim:
     """One atomic, checkable statement (or a question + answer pair for short QA). ``kind`` routes it: a
     ``calculation`` (``48 x 125 = 6000``), a math answer's final ``result`` (checked by program), ``code`` or a
     ``citation`` goes to its tool checker; ``knowledge`` to the chosen verifier, with evidence from the corpus;
-    a ``premise`` (a math answer restating its question) to the chosen verifier, with the question as evidence."""
+    a ``premise`` (a math answer restating its question) to the chosen verifier, with the question as evidence
+    (the table of kinds: :data:`halucheck.kinds.KINDS`)."""
 
     text: str
     question: str | None = None
     kind: Kind = "knowledge"
+    # where the answer states it (character offsets, the span the report highlights); None: not located
+    start: int | None = None
+    end: int | None = None
 
     @property
     def statement(self) -> str:
@@ -63,6 +67,31 @@ class Case:
         """Identical claims (same statement, same evidence texts) share a key and are verified once."""
         payload = json.dumps([self.claim.statement, [e.text for e in self.evidence]], ensure_ascii=False)
         return hashlib.sha256(payload.encode()).hexdigest()
+
+
+@dataclass(frozen=True)
+class UniqueCases:
+    """Cases with identical claims (same statement, same evidence: :meth:`Case.key`) taken once: ``cases``
+    each once, in first-seen order, and ``of[i]``: the indexes of the cases ``cases[i]`` stands for."""
+
+    cases: list[Case]
+    of: list[list[int]]
+
+
+def unique_cases(cases: list[Case]) -> UniqueCases:
+    """``cases`` with identical claims taken once: each is verified once, and its verdict given to all."""
+    unique: list[Case] = []
+    of: list[list[int]] = []
+    first: dict[str, int] = {}
+    for i, case in enumerate(cases):
+        k = case.key()
+        if k in first:
+            of[first[k]].append(i)
+        else:
+            first[k] = len(unique)
+            unique.append(case)
+            of.append([i])
+    return UniqueCases(unique, of)
 
 
 @dataclass(frozen=True)
@@ -256,4 +285,4 @@ class Cost:
                 "completion_tokens": self.completion_tokens, "wall_time_s": self.wall_s}
 
 
-__all__ = ["Case", "Claim", "Cost", "Evidence", "Role", "State", "Turn", "Verdict"]
+__all__ = ["Case", "Claim", "Cost", "Evidence", "Role", "State", "Turn", "UniqueCases", "Verdict", "unique_cases"]

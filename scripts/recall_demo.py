@@ -41,7 +41,7 @@ def main() -> None:
     from halucheck.config import Settings
     from halucheck.engines.pool import EnginePool
     from halucheck.engines.base import Request
-    from halucheck.pipeline import fuse
+    from halucheck.evidence import fuse
     from halucheck.prompts import load as load_prompts
 
     demo = REPO / "corpora" / "demo"

@@ -5,7 +5,9 @@ from fractions import Fraction
 
 import pytest
 
-from halucheck.verifiers.tools.arith import ArithError, ArithVerifier, evaluate, find_calculations, normalize, recompute
+from halucheck.arithmetic import ArithError, evaluate, normalize, recompute
+from halucheck.kinds.calculations import find_calculations
+from halucheck.verifiers.tools.arith import ArithVerifier
 
 
 @pytest.mark.parametrize("expression, claimed", [

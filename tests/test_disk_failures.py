@@ -61,7 +61,7 @@ def assert_keeps_the_run(line: str) -> None:
 def totals(db) -> dict:
     store = RunStore(db)
     try:
-        return {stage: (calls, pt, ct) for stage, calls, pt, ct, *_ in store.stage_totals()}
+        return {stage: (c.llm_calls, c.prompt_tokens, c.completion_tokens) for stage, c in store.stage_totals().items()}
     finally:
         store.close()
 

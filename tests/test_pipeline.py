@@ -784,7 +784,7 @@ def test_the_verify_bar_moves_while_an_engine_reads_its_first_prompts(tmp_path, 
     says how many prompts the engine has begun; it never claims a call done that is not."""
     import time as _time
 
-    from halucheck import pipeline as pipeline_module
+    from halucheck import progress as progress_module
     from halucheck.engines.transformers import LoopStats
 
     class Slow(FakeEngine):
@@ -798,7 +798,7 @@ def test_the_verify_bar_moves_while_an_engine_reads_its_first_prompts(tmp_path, 
                 _time.sleep(0.6)  # reading the prompts
             return super().generate(requests)
 
-    monkeypatch.setattr(pipeline_module, "TICK_S", 0.05)
+    monkeypatch.setattr(progress_module, "TICK_S", 0.05)
     engines.register("slow-reader", lambda model="", **kw: Slow())
     notes: list[tuple[float, str]] = []
 

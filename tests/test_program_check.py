@@ -13,7 +13,9 @@ from halucheck.records import Case, Claim
 from halucheck.verifiers import get_verifier
 from halucheck.verifiers.tools import program as prog
 from halucheck.verifiers.tools import sandbox
-from halucheck.verifiers.tools.program import final_result, is_math_question, reference_of, value_of
+from halucheck.kinds.calculations import unseen_calculations
+from halucheck.kinds.results import final_result, is_math_question
+from halucheck.verifiers.tools.program import reference_of, value_of
 
 UNAVAILABLE = sandbox.available()
 needs_sandbox = pytest.mark.skipif(UNAVAILABLE is not None, reason=f"sandbox unavailable: {UNAVAILABLE}")
@@ -177,7 +179,7 @@ def test_it_refuses_to_run_without_the_sandbox(monkeypatch):
 
 
 def test_the_model_lists_calculations_the_finder_misses_and_none_it_invents():
-    from halucheck.verifiers.tools.arith import list_calculations
+    from halucheck.kinds.calculations import list_calculations
 
     text = "So he pays 2(5364765) + 16094295 = 26823825 dollars."
     engine = FakeEngine(responder=lambda r: {"calculations": [
@@ -187,8 +189,8 @@ def test_the_model_lists_calculations_the_finder_misses_and_none_it_invents():
     [listed] = list_calculations(engine, [text])
     assert listed.value == ["2*(5364765) + 16094295 = 26823825"] and listed.cost.llm_calls == 1
     # the finder does not read this step; the model's listing of it is new, a restatement of a found one is not
-    assert prog.unseen_calculations(listed.value, []) == listed.value
-    assert prog.unseen_calculations(["48 * 125 = 5800"], [("48 x 125 = 5800", 0, 15)]) == []
+    assert unseen_calculations(listed.value, []) == listed.value
+    assert unseen_calculations(["48 * 125 = 5800"], [("48 x 125 = 5800", 0, 15)]) == []
 
 
 @needs_sandbox
@@ -234,7 +236,7 @@ def test_right_arithmetic_without_a_reference_is_an_unsure_factual():
 
 
 def test_a_clock_time_is_no_final_result_and_a_listed_calculation_keeps_to_one_sentence():
-    from halucheck.verifiers.tools.arith import list_calculations
+    from halucheck.kinds.calculations import list_calculations
 
     answer = "In 4 hours it melts 2 x 4 = 8 centimeters. So it is 8 centimeters shorter from 1:00 PM to 5:00 PM."
     assert final_result(answer).text == "8"

@@ -568,10 +568,12 @@ def test_batch_engine_replies_are_cached_per_engine_batch(tmp_path, monkeypatch)
 def test_a_reply_cached_again_replaces_the_stored_one(tmp_path):
     """The reply cache's rows are written as INSERT OR REPLACE would (a plain insert after deleting the keys
     stored already): the newer reply of a key is kept, once, beside the others."""
+    from halucheck.store.rows import CachedReply
+
     store = RunStore(tmp_path / "run.duckdb")
 
     def row(key, text):
-        return (key, "tag", text, json.dumps({"text": text}), 10, 2, 0, 1, 0.1, None)
+        return CachedReply(key, "tag", text, json.dumps({"text": text}), 10, 2, 0, 1, 0.1, None)
 
     store.cache_put([row("a", "old"), row("b", "kept")])
     store.cache_put([row("a", "new"), row("c", "added")])
@@ -579,7 +581,7 @@ def test_a_reply_cached_again_replaces_the_stored_one(tmp_path):
     store.close()
     store = RunStore(tmp_path / "run.duckdb")
     assert store.query("SELECT key, text FROM llm_cache ORDER BY key") == [("a", "new"), ("b", "kept"), ("c", "deferred")]
-    assert store.cache_get(["a", "b"])["a"][0] == "new"
+    assert store.cache_get(["a", "b"])["a"].text == "new"
     store.close()
 
 

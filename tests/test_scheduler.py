@@ -1,4 +1,4 @@
-"""The batched scheduler: same verdicts as the sequential loop, bounded, robust, deduplicating."""
+"""The batched scheduler: same verdicts as the sequential loop, bounded, robust."""
 
 import threading
 import time
@@ -82,16 +82,19 @@ def test_engine_error_in_one_debate_does_not_stall_the_others():
     assert all(v.factuality is not None for i, v in enumerate(verdicts) if i != 3)
 
 
-def test_identical_claims_are_debated_once():
+def test_identical_claims_are_taken_once_before_the_verifier():
+    """The scheduler debates every job it is given; identical claims are taken once before (unique_cases)."""
+    from halucheck.records import unique_cases
+
     same = jobs(3) * 4  # 12 jobs, 3 distinct
+    unique = unique_cases(same)
+    assert unique.cases == same[:3] and unique.of == [[0, 3, 6, 9], [1, 4, 7, 10], [2, 5, 8, 11]]
     engine = FakeEngine(responder=deterministic, max_batch=16)
     seen = []
     sched = Scheduler(Agents(engine=engine), DebateConfig(), on_verdict=lambda i, v: seen.append(i))
-    verdicts = sched.run(same)
-    assert sched.stats.debates == 3 and sorted(seen) == list(range(12))
-    assert as_dicts(verdicts[:3]) == as_dicts(verdicts[3:6]) == as_dicts(verdicts[9:])
-    assert verdicts[0] is not verdicts[3]
-    assert len(engine.requests) == sum(calls(v) for v in verdicts[:3]) > 3 * 3  # Leader calls too
+    verdicts = sched.run(unique.cases)
+    assert sched.stats.debates == 3 and sorted(seen) == [0, 1, 2]
+    assert len(engine.requests) == sum(calls(v) for v in verdicts) > 3 * 3  # Leader calls too
 
 
 class FakeServer(FakeEngine):

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Sequence
 import time
 
 from halucheck.engines.base import Engine, Request, Result, WrappedEngine
+from halucheck.store.rows import CachedReply
 
 if TYPE_CHECKING:
     from halucheck.store.runstore import RunStore
@@ -42,12 +43,13 @@ class CachingEngine(WrappedEngine):
         todo = []
         for i, k in enumerate(keys):
             if k in cached:
-                text, parsed, pt, ct, cached_t, attempts, latency, logprobs = cached[k]
+                c = cached[k]
                 # a cached reply costs no engine call now: report no attempts, keep its token counts and
                 # its token log-probabilities (a verdict's score reads them)
-                results[i] = Result(text=text, parsed=json.loads(parsed), prompt_tokens=pt, completion_tokens=ct,
-                                    cached_tokens=cached_t, attempts=0, latency_s=0.0,
-                                    logprobs=[(t, lp) for t, lp in json.loads(logprobs)] if logprobs else None)
+                results[i] = Result(text=c.text, parsed=json.loads(c.parsed), prompt_tokens=c.prompt_tokens,
+                                    completion_tokens=c.completion_tokens, cached_tokens=c.cached_tokens, attempts=0,
+                                    latency_s=0.0,
+                                    logprobs=[(t, lp) for t, lp in json.loads(c.logprobs)] if c.logprobs else None)
                 self.hits += 1
             else:
                 todo.append(i)
@@ -95,8 +97,8 @@ class CachingEngine(WrappedEngine):
 
     def _put(self, requests, keys, indexes, results, defer: bool = False) -> None:
         self.store.cache_put([
-            (keys[i], requests[i].tag, results[i].text, json.dumps(results[i].parsed, ensure_ascii=False),
-             results[i].prompt_tokens, results[i].completion_tokens, results[i].cached_tokens, results[i].attempts,
-             results[i].latency_s,
-             json.dumps(results[i].logprobs, ensure_ascii=False) if results[i].logprobs is not None else None)
+            CachedReply(keys[i], requests[i].tag, results[i].text, json.dumps(results[i].parsed, ensure_ascii=False),
+                        results[i].prompt_tokens, results[i].completion_tokens, results[i].cached_tokens,
+                        results[i].attempts, results[i].latency_s,
+                        None if results[i].logprobs is None else json.dumps(results[i].logprobs, ensure_ascii=False))
             for i in indexes if results[i].ok], defer=defer)

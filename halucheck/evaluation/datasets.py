@@ -21,7 +21,7 @@ Per set (name: source file, unit, evidence, label mapping):
   evaluate: they are scored as missing.
 - ``factool-math-response``: same file, one item per response (100); response ``label: false`` ->
   hallucinated. The item is the response text alone: a verifier must find the calculations itself. FacTool
-  has a model extract them from the response; ``arith`` uses :func:`halucheck.verifiers.tools.arith.find_calculations`, a
+  has a model extract them from the response; ``arith`` uses :func:`halucheck.kinds.calculations.find_calculations`, a
   deterministic finder, as the extractor (``scripts/experiments/math_finder_recall.py`` measures how many labelled
   calculations it recovers). The labelled calculations stay in ``meta["calculations"]``.
 - ``factool-sci``: ``factool/scientific.jsonl``, one item per human-labelled citation (186 in 100

@@ -10,6 +10,8 @@ from collections import Counter
 from pathlib import Path
 from typing import TYPE_CHECKING, TypedDict
 
+from halucheck.kinds import TOOL_CHECKS, kind_of
+
 if TYPE_CHECKING:
     from halucheck.store.runstore import RunStore
 
@@ -90,19 +92,17 @@ def aggregate(claims: list[ClaimJSON]) -> dict:
     }
 
 
-TOOL_CHECKS = ("arith", "citation", "source", "code", "program")  # checked by a tool, not judged by a model
-
-
 def basis_of(kind: str, evidence: list, verdict) -> str:
     """What a claim's verdict rests on: ``tool`` (a calculation evaluated, programs or code run, a citation
-    or document looked up), ``question`` (a premise checked against the question), ``evidence`` (passages),
-    or ``closed-book`` (no evidence at all: the model's prior alone, never confident). Only verdicts on
-    ``evidence`` or the ``question`` go through the run's calibrator."""
+    or document looked up: :data:`halucheck.kinds.TOOL_CHECKS`), ``question`` (a premise checked against the
+    question), ``evidence`` (passages), or ``closed-book`` (no evidence at all: the model's prior alone, never
+    confident); the kind's entry (:data:`halucheck.kinds.KINDS`) says which of the last two it has. Only
+    verdicts on ``evidence`` or the ``question`` go through the run's calibrator."""
     if verdict is not None and verdict.verifier in TOOL_CHECKS:
         return "tool"
     if not evidence:
         return "closed-book"
-    return "question" if kind == "premise" else "evidence"
+    return kind_of(kind).basis
 
 
 def run_calibrator(store: "RunStore"):
@@ -120,26 +120,25 @@ def build_results(store: "RunStore") -> list[ResultJSON]:
     from halucheck.records import Verdict
 
     cal = run_calibrator(store)
-
+    run = store.contents()  # one pass over the run database
+    verdicts, evidence, queries = run.verdicts, run.evidence, run.queries
     errors_by_item: dict[int, list[str]] = {}
     errors_by_claim: dict[str, str] = {}
-    for idx, cid, stage, msg in store.item_errors():
-        errors_by_item.setdefault(idx, []).append(f"{stage}: {msg}")
-        if cid is not None:
-            errors_by_claim[cid] = f"{stage}: {msg}"
-    # a few whole-table reads, not queries per claim: a report of 100k claims stays seconds
-    verdicts, evidence, queries = store.all_verdicts(), store.all_evidence(), store.all_queries()
-    claims_by_item: dict[int, list[tuple]] = {}
-    for idx, *claim in store.claims():
-        claims_by_item.setdefault(idx, []).append(claim)
+    for err in run.item_errors:
+        errors_by_item.setdefault(err.item_idx, []).append(f"{err.stage}: {err.message}")
+        if err.claim_id is not None:
+            errors_by_claim[err.claim_id] = f"{err.stage}: {err.message}"
     out: list[tuple[int, ResultJSON]] = []
-    for idx, item_id, line, question, answer, claims_done in store.items():
-        rows = claims_by_item.get(idx, [])
-        cov = coverage.measure(answer, [(text, s, e) for _, text, _, s, e, _ in rows])
+    for item in run.items:
+        idx, item_id, line, question, answer, claims_done = (item.idx, item.id, item.line, item.question, item.answer,
+                                                             item.claims_done)
+        rows = run.claims.get(idx, [])
+        cov = coverage.measure(answer, [(r.claim.text, r.claim.start, r.claim.end) for r in rows])
         claims: list[ClaimJSON] = []
-        for (cid, text, cq, s, e, kind), span in zip(rows, cov.spans):
+        for row, span in zip(rows, cov.spans):
+            cid, text, cq, s, e = row.claim_id, row.claim.text, row.claim.question, row.claim.start, row.claim.end
             v: Verdict | None = verdicts.get(cid)
-            basis = basis_of(kind, evidence.get(cid, []), v)
+            basis = basis_of(row.claim.kind, evidence.get(cid, []), v)
             c: ClaimJSON = {
                 "text": f"{cq} {text}" if cq else text,
                 "factuality": v.factuality if v else None,
@@ -166,7 +165,7 @@ def build_results(store: "RunStore") -> list[ResultJSON]:
                          "coverage": {"checked_share": cov.checked_share,
                                       "gaps": [g.to_dict(answer) for g in cov.gaps]},
                          "claims": claims}
-        planted = planted_instructions(question, answer, [e for cid, *_ in rows for e in evidence.get(cid, [])])
+        planted = planted_instructions(question, answer, [e for r in rows for e in evidence.get(r.claim_id, [])])
         if planted:
             r["planted"] = planted
         errs = errors_by_item.get(idx, [])
@@ -180,9 +179,11 @@ def build_results(store: "RunStore") -> list[ResultJSON]:
         if errs:
             r["errors"] = errs
         out.append((line, r))
-    for line, stage, msg, item_id in store.unusable_lines():
-        out.append((line, {"id": item_id or f"line-{line}", "line": line, "hallucinated": None, "max_severity": None,
-                           "score": None, "counts": {}, "claims": [], "errors": [f"input: {msg}"]}))
+    for err in run.unusable_lines:
+        line = err.line
+        out.append((line, {"id": err.item_id or f"line-{line}", "line": line, "hallucinated": None,
+                           "max_severity": None, "score": None, "counts": {}, "claims": [],
+                           "errors": [f"input: {err.message}"]}))
     out.sort(key=lambda x: x[0])
     return [r for _, r in out]
 
@@ -291,16 +292,17 @@ def summarize(results: list[ResultJSON], store: "RunStore", since=None) -> dict:
     halluc = [r for r in checked if r["hallucinated"]]
     claims = [c for r in readable for c in r["claims"]]
     stages = {}
-    for stage, calls, pt, ct, cached, wall, failed in store.stage_totals():
-        stages[stage] = {"llm_calls": int(calls or 0), "prompt_tokens": int(pt or 0),
-                         "completion_tokens": int(ct or 0), "cached_tokens": int(cached or 0),
-                         "wall_s": round(wall or 0.0, 1), "failed_calls": int(failed or 0)}
+    for stage, c in store.stage_totals().items():
+        stages[stage] = {"llm_calls": c.llm_calls, "prompt_tokens": c.prompt_tokens,
+                         "completion_tokens": c.completion_tokens, "cached_tokens": c.cached_tokens,
+                         "wall_s": round(c.wall_s, 1), "failed_calls": c.failed_calls}
     unchecked = [r for r in undecided if nothing_checked(r)]
     reasons = Counter(_first_failure(r) for r in undecided if not nothing_checked(r))
     this_run = None
     if since is not None:  # what this process spent, beside the totals of every run of this folder
-        calls, pt, ct = store.cost_since(since)
-        this_run = {"llm_calls": calls, "prompt_tokens": pt, "completion_tokens": ct}
+        spent = store.cost_since(since)
+        this_run = {"llm_calls": spent.llm_calls, "prompt_tokens": spent.prompt_tokens,
+                    "completion_tokens": spent.completion_tokens}
     return {
         **({"this_run": this_run} if this_run is not None else {}),
         "items": len(results),

@@ -22,12 +22,13 @@ from pathlib import Path
 from typing import Iterable, Sequence
 
 from halucheck.errors import disk_problem
-from halucheck.records import Evidence, Turn, Verdict
+from halucheck.records import Claim, Cost, Evidence, Turn, Verdict
 from halucheck.store import migrations
 from halucheck.store.errors import (RunStoreDiskError, RunStoreError, could_be_duckdb, damaged, disk_failure,
                                     first_line, foreign, in_use, in_use_error, is_damage)
 from halucheck.store.schema import (CACHE_COLUMNS, MIGRATIONS, MIGRATIONS_TABLE, SHARD_ROWS, TURN_COLUMNS,
                                     VERDICT_COLUMNS, Rows)
+from halucheck.store.rows import CachedReply, ClaimRow, ErrorRow, FoundEvidence, ItemRow, Pending, RunContents
 
 MAX_DEFER_S = 1.0  # the longest a deferred LLM reply waits for a transaction to be written in
 
@@ -35,6 +36,10 @@ ONCE = "once"  # marks a _tx statement executed once with list parameters (not e
 
 # errors written by the claims stage for an item; replaced when the item is tried again
 ITEM_STAGES = ("filter", "extract", "claims-warning")
+
+# a claim with evidence and no clean verdict: never verified, no valid verdict, or a failed turn (claims c, verdicts v)
+_TO_VERIFY = ("c.evidence_done AND (v.claim_id IS NULL OR v.factuality IS NULL OR c.claim_id IN "
+              "(SELECT claim_id FROM turns WHERE error IS NOT NULL))")
 
 
 class RunStore:
@@ -51,7 +56,7 @@ class RunStore:
 
         self.path = Path(path)
         self.lock = threading.RLock()
-        self._pending_cache: dict[str, tuple] = {}  # deferred llm_cache rows, written by the next _tx
+        self._pending_cache: dict[str, CachedReply] = {}  # deferred replies, written by the next _tx
         self._pending_since = 0.0
         self._provisional: tuple[str, str] | None = None  # (stage, pass) whose cached replies are counted
         self._failed = False  # a write failed for the disk: close() writes nothing more
@@ -191,7 +196,8 @@ class RunStore:
         with self.lock:
             pending = self._take_pending_cache()
             if pending:
-                statements = [(Rows("llm_cache", CACHE_COLUMNS, pending, verb="INSERT OR REPLACE", key="key"),),
+                statements = [(Rows("llm_cache", CACHE_COLUMNS, [r.row() for r in pending], verb="INSERT OR REPLACE",
+                                    key="key"),),
                               *self._provisional_cost(pending), *statements]
             try:
                 self.con.execute("BEGIN")
@@ -217,7 +223,7 @@ class RunStore:
                     except duckdb.Error:  # a COMMIT that failed (a full disk) has rolled back already
                         pass
                     for r in pending:  # not written: keep them for the next transaction
-                        self._pending_cache.setdefault(r[0], r)
+                        self._pending_cache.setdefault(r.key, r)
                     raise
             except duckdb.Error as exc:
                 failure = self._failure(exc)
@@ -225,7 +231,8 @@ class RunStore:
                     raise failure from None
                 raise
 
-    def query(self, sql: str, params: list | None = None) -> list[tuple]:
+    def query(self, sql: str, params: list | None = None) -> list:
+        """The rows of one SQL statement, as DuckDB gives them (this class's own reads, and tests)."""
         import duckdb
 
         with self.lock:
@@ -246,19 +253,18 @@ class RunStore:
         self._tx([("INSERT OR REPLACE INTO meta VALUES (?, ?)", [key, value])])
 
     # -- LLM cache -----------------------------------------------------------------------------------
-    def cache_get(self, keys: list[str]) -> dict[str, tuple]:
+    def cache_get(self, keys: list[str]) -> dict[str, CachedReply]:
+        """The cached replies of ``keys`` (those not cached are left out)."""
         if not keys:
             return {}
         with self.lock:
-            pending = {k: self._pending_cache[k][2:] for k in keys if k in self._pending_cache}
-        rows = self.query(
-            "SELECT key, text, parsed, prompt_tokens, completion_tokens, cached_tokens, attempts, latency_s, logprobs "
-            "FROM llm_cache WHERE key IN (SELECT unnest(?))", [[k for k in keys if k not in pending]])
-        return {**{r[0]: r[1:] for r in rows}, **pending}
+            pending = {k: self._pending_cache[k] for k in keys if k in self._pending_cache}
+        rows = self.query(f"SELECT {', '.join(CACHE_COLUMNS)} FROM llm_cache WHERE key IN (SELECT unnest(?))",
+                          [[k for k in keys if k not in pending]])
+        return {**{r[0]: CachedReply(*r) for r in rows}, **pending}
 
-    def cache_put(self, rows: list[tuple], defer: bool = False) -> None:
-        """rows: (key, tag, text, parsed, prompt_tokens, completion_tokens, cached_tokens, attempts, latency_s,
-        logprobs), ``logprobs`` a JSON list of [token, logprob] pairs or None.
+    def cache_put(self, rows: list[CachedReply], defer: bool = False) -> None:
+        """Keep ``rows`` in the reply cache (a reply of a key cached already replaces it).
 
         ``defer``: the rows join the next transaction instead of one of their own (a commit costs
         milliseconds; replies that came back fast are cheaper to ask again after a kill than to commit
@@ -269,56 +275,59 @@ class RunStore:
             if not self._pending_cache:
                 self._pending_since = time.monotonic()
             for r in rows:
-                self._pending_cache[r[0]] = r
+                self._pending_cache[r.key] = r
             if not defer or time.monotonic() - self._pending_since > MAX_DEFER_S:
                 self._tx([])
 
-    def _take_pending_cache(self) -> list[tuple]:
+    def _take_pending_cache(self) -> list[CachedReply]:
         rows = list(self._pending_cache.values())
         self._pending_cache.clear()
         return rows
 
     # -- items and claims ------------------------------------------------------------------------
-    def add_items(self, rows: list[tuple]) -> None:
-        """rows: (idx, id, line, question, answer, context, truncated_at); existing ones are kept."""
-        if rows:
+    def add_items(self, items: list[ItemRow]) -> None:
+        """The input's items; those stored already are kept."""
+        if items:
             self._tx([(Rows("items", ("idx", "id", "line", "question", "answer", "context", "truncated_at"),
-                            rows, verb="INSERT OR IGNORE"),)])
+                            [(i.idx, i.id, i.line, i.question, i.answer, i.context, i.truncated_at) for i in items],
+                            verb="INSERT OR IGNORE"),)])
 
-    def set_input_problems(self, rows: list[tuple]) -> None:
-        """rows: (item_idx or None, line, stage, message, item_id) for the input's unusable lines and
-        warnings; they replace the ones stored before (the same input gives the same problems)."""
+    def set_input_problems(self, problems: list[ErrorRow]) -> None:
+        """The input's unusable lines and warnings; they replace the ones stored before (the same input gives
+        the same problems)."""
         self._tx([
             ("DELETE FROM errors WHERE stage IN ('input', 'input-warning')", None),
-            (Rows("errors", ("item_idx", "line", "stage", "message", "item_id"), rows),),
+            (Rows("errors", ("item_idx", "line", "stage", "message", "item_id"),
+                  [(e.item_idx, e.line, e.stage, e.message, e.item_id) for e in problems]),),
         ])
 
     def add_error(self, item_idx: int | None, line: int | None, stage: str, message: str) -> None:
         self._tx([("INSERT INTO errors (item_idx, line, stage, message) VALUES (?, ?, ?, ?)",
                    [item_idx, line, stage, message])])
 
-    def save_claims(self, item_idx: int, claims: list[tuple]) -> None:
-        """claims: (claim_id, ordinal, text, question, span_start, span_end[, kind]), replacing the item's;
-        marks the item done."""
+    def save_claims(self, item_idx: int, claims: list[ClaimRow]) -> None:
+        """The item's claims, replacing those it had; marks the item done."""
         self._tx([("DELETE FROM claims WHERE item_idx = ?", [item_idx])])
         self.save_claims_batch({item_idx: claims}, [], [item_idx])
 
-    def save_claims_batch(self, done: dict[int, list[tuple]], errors: list[tuple], tried: list[int],
-                          stats: tuple | None = None) -> None:
-        """One batch of the claims stage in one transaction. ``done``: item -> its claims (as in
-        :meth:`save_claims`), for items not done yet (which have no claims: claims and the done mark are
-        written together), marked done; ``errors``: (item_idx, line, stage, message) of this attempt;
-        ``tried``: the items attempted that have earlier claims-stage errors, which are dropped."""
+    def save_claims_batch(self, done: dict[int, list[ClaimRow]], errors: list[ErrorRow], tried: list[int],
+                          costs: dict[str, Cost] | None = None) -> None:
+        """One batch of the claims stage in one transaction. ``done``: item -> its claims, for items not done
+        yet (which have no claims: claims and the done mark are written together), marked done; ``errors``: this
+        attempt's; ``tried``: the items attempted that have earlier claims-stage errors, which are dropped;
+        ``costs``: what the stage spent (stage name -> cost)."""
         items = list(done)
-        claim_rows = [(c[0], i, *c[1:6], c[6] if len(c) > 6 else "knowledge") for i, cs in done.items() for c in cs]
+        claim_rows = [(c.claim_id, i, c.ordinal, c.claim.text, c.claim.question, c.claim.start, c.claim.end,
+                       c.claim.kind) for i, cs in done.items() for c in cs]
         self._tx([
             ("DELETE FROM errors WHERE item_idx IN (SELECT unnest(?)) AND stage IN (SELECT unnest(?))",
              [tried, list(ITEM_STAGES)] if tried else [], ONCE),
             (Rows("claims", ("claim_id", "item_idx", "ordinal", "text", "question", "span_start", "span_end",
                              "kind"), claim_rows),),
             ("UPDATE items SET claims_done = TRUE WHERE idx IN (SELECT unnest(?))", [items] if items else [], ONCE),
-            (Rows("errors", ("item_idx", "line", "stage", "message"), errors),),
-            *self._stats_statement(stats),
+            (Rows("errors", ("item_idx", "line", "stage", "message"),
+                  [(e.item_idx, e.line, e.stage, e.message) for e in errors]),),
+            *self._cost_statements(costs),
         ])
 
     def mark_evidence_done(self, kind: str) -> None:
@@ -326,36 +335,36 @@ class RunStore:
         self._tx([("UPDATE claims SET evidence_done = TRUE WHERE NOT evidence_done AND kind = ?", [kind])])
 
     def save_evidence(self, claim_id: str, queries: list[str], evidence: list[Evidence]) -> None:
-        self.save_evidence_batch([(claim_id, queries, evidence)], [], [claim_id])
+        self.save_evidence_batch([FoundEvidence(claim_id, queries, evidence)], [], [claim_id])
 
-    def save_evidence_batch(self, done: list[tuple[str, list[str], list[Evidence]]], errors: list[tuple],
-                            tried: list[str], stats: tuple | None = None) -> None:
-        """One batch of the evidence stage. ``done``: (claim_id, queries, evidence) of claims without
-        evidence yet (so without queries: both are written with the done mark), marked done; ``errors``:
-        (item_idx, line, claim_id, message) of claims whose queries failed (left not done); ``tried``: the
-        claims attempted that have earlier errors, which are dropped."""
-        ids = [d[0] for d in done]
+    def save_evidence_batch(self, done: list[FoundEvidence], errors: list[ErrorRow], tried: list[str],
+                            costs: dict[str, Cost] | None = None) -> None:
+        """One batch of the evidence stage. ``done``: claims without evidence yet (so without queries: both are
+        written with the done mark), marked done; ``errors``: of claims whose queries failed (left not done);
+        ``tried``: the claims attempted that have earlier errors, which are dropped; ``costs``: what the stage
+        spent (stage name -> cost)."""
+        ids = [d.claim_id for d in done]
         self._tx([
             ("DELETE FROM errors WHERE claim_id IN (SELECT unnest(?))", [tried] if tried else [], ONCE),
             (Rows("queries", ("claim_id", "ordinal", "query"),
-                  [(cid, i, q) for cid, qs, _ in done for i, q in enumerate(qs)]),),
+                  [(d.claim_id, i, q) for d in done for i, q in enumerate(d.queries)]),),
             (Rows("evidence", ("claim_id", "rank", "source", "start_char", "end_char", "score", "text"),
-                  [(cid, i, e.source, e.start, e.end, e.score, e.text)
-                   for cid, _, ev in done for i, e in enumerate(ev)]),),
+                  [(d.claim_id, i, e.source, e.start, e.end, e.score, e.text)
+                   for d in done for i, e in enumerate(d.evidence)]),),
             ("UPDATE claims SET evidence_done = TRUE WHERE claim_id IN (SELECT unnest(?))", [ids] if ids else [], ONCE),
             (Rows("errors", ("item_idx", "line", "claim_id", "stage", "message"),
-                  [(i, line, cid, "queries", msg) for i, line, cid, msg in errors]),),
-            *self._stats_statement(stats),
+                  [(e.item_idx, e.line, e.claim_id, e.stage, e.message) for e in errors]),),
+            *self._cost_statements(costs),
         ])
 
     def save_verdict(self, claim_id: str, v: Verdict) -> None:
         self.save_verdicts([(claim_id, v)], replace={claim_id})
 
-    def save_verdicts(self, verdicts: list[tuple[str, Verdict]], stats: list[tuple] = (),
+    def save_verdicts(self, verdicts: dict[str, Verdict], costs: dict[str, Cost] | None = None,
                       replace: set[str] | None = None) -> None:
-        """Verdicts with their chains of turns in one transaction; the earlier attempt of a claim in
-        ``replace`` (claims verified before) is deleted first; ``stats``: stage_stats rows (one per verifier)."""
-        ids = [cid for cid, _ in verdicts if cid in (replace or ())]
+        """Verdicts (claim id -> verdict) with their chains of turns in one transaction; the earlier attempt of a
+        claim in ``replace`` (claims verified before) is deleted first; ``costs``: what each verifier spent."""
+        ids = [cid for cid in verdicts if cid in (replace or ())]
         self._tx([
             ("DELETE FROM turns WHERE claim_id IN (SELECT unnest(?))", [ids] if ids else [], ONCE),
             ("DELETE FROM verdicts WHERE claim_id IN (SELECT unnest(?))", [ids] if ids else [], ONCE),
@@ -363,35 +372,37 @@ class RunStore:
                   [(cid, i, t.state, t.role, t.opinion, t.factuality, t.error_severity, t.error,
                     t.prompt_tokens, t.completion_tokens, t.cached_tokens, t.latency_s, t.p_factual, t.capped,
                     t.repaired, t.verifier, dumps(t.detail()) if t.detail() else None)
-                   for cid, v in verdicts for i, t in enumerate(v.chain)]),),
+                   for cid, v in verdicts.items() for i, t in enumerate(v.chain)]),),
             (Rows("verdicts", VERDICT_COLUMNS,
                   [(cid, v.factuality, v.error_severity, v.confidence, v.rounds, v.consensus, v.error,
                     v.p_hallucinated, v.verifier)
-                   for cid, v in verdicts]),),
-            *(q for row in stats for q in self._stats_statement(row)),
+                   for cid, v in verdicts.items()]),),
+            *self._cost_statements(costs),
         ])
 
-    def add_stage_stats(self, stage: str, calls: int, prompt_tokens: int, completion_tokens: int,
-                        cached_tokens: int, wall_s: float, failed_calls: int = 0) -> None:
-        self._tx(self._stats_statement((stage, calls, prompt_tokens, completion_tokens, cached_tokens, wall_s,
-                                        failed_calls)))
+    def add_stage_cost(self, stage: str, cost: Cost) -> None:
+        self._tx(self._cost_statements({stage: cost}))
 
-    def _stats_statement(self, stats: tuple | None) -> list[tuple]:
-        """(stage, calls, prompt_tokens, completion_tokens, cached_tokens, wall_s[, failed_calls]); they
-        replace the provisional costs counted so far (:meth:`count_cached_replies`)."""
-        if stats is None:
-            return []
-        stats = tuple(stats) + (0,) * (7 - len(stats))
-        replaced = [("DELETE FROM stage_stats WHERE pass = ?", [self._provisional[1]])] if self._provisional else []
-        return replaced + [("INSERT INTO stage_stats (stage, calls, prompt_tokens, completion_tokens, cached_tokens, "
-                            "wall_s, failed_calls) VALUES (?, ?, ?, ?, ?, ?, ?)", list(stats))]
+    def _cost_statements(self, costs: dict[str, Cost] | None) -> list:
+        """The stage_stats rows of ``costs`` (stage -> cost); each replaces the provisional costs counted so far
+        (:meth:`count_cached_replies`)."""
+        out: list = []
+        for stage, c in (costs or {}).items():
+            if self._provisional:
+                out.append(("DELETE FROM stage_stats WHERE pass = ?", [self._provisional[1]]))
+            out.append(("INSERT INTO stage_stats (stage, calls, prompt_tokens, completion_tokens, cached_tokens, "
+                        "wall_s, failed_calls) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                        [stage, c.llm_calls, c.prompt_tokens, c.completion_tokens, c.cached_tokens, c.wall_s,
+                         c.failed_calls]))
+        return out
 
-    def _provisional_cost(self, cached: list[tuple]) -> list[tuple]:
-        """The provisional stage_stats row of the calls behind ``cached`` llm_cache rows (none when not counting)."""
+    def _provisional_cost(self, cached: list[CachedReply]) -> list:
+        """The provisional stage_stats row of the calls behind ``cached`` replies (none when not counting)."""
         if self._provisional is None:
             return []
         stage, pass_id = self._provisional
-        calls, pt, ct, cached_t = (sum(r[i] or 0 for r in cached) for i in (7, 4, 5, 6))
+        calls, pt, ct, cached_t = (sum(getattr(r, f) or 0 for r in cached)
+                                   for f in ("attempts", "prompt_tokens", "completion_tokens", "cached_tokens"))
         return [("INSERT INTO stage_stats (stage, calls, prompt_tokens, completion_tokens, cached_tokens, wall_s, "
                  "failed_calls, pass) VALUES (?, ?, ?, ?, ?, 0, 0, ?)", [stage, calls, pt, ct, cached_t, pass_id])]
 
@@ -406,11 +417,13 @@ class RunStore:
             "SELECT message FROM errors WHERE stage IN ('filter', 'extract', 'queries') "
             "UNION ALL SELECT error FROM turns WHERE error IS NOT NULL") if m]
 
-    def pending_counts(self) -> tuple[int, int]:
-        """(answers without claims, claims without evidence)."""
+    def pending(self) -> Pending:
+        """The work left: answers without claims, claims without evidence, claims without a clean verdict."""
         (items,), = self.query("SELECT count(*) FROM items WHERE NOT claims_done")
         (evidence,), = self.query("SELECT count(*) FROM claims WHERE NOT evidence_done")
-        return items, evidence
+        (debates,), = self.query(
+            f"SELECT count(*) FROM claims c LEFT JOIN verdicts v USING (claim_id) WHERE {_TO_VERIFY}")
+        return Pending(items, evidence, debates)
 
     def items_with_claims(self) -> set[int]:
         return {r[0] for r in self.query("SELECT idx FROM items WHERE claims_done")}
@@ -423,21 +436,22 @@ class RunStore:
     def claims_with_errors(self) -> set[str]:
         return {r[0] for r in self.query("SELECT DISTINCT claim_id FROM errors WHERE claim_id IS NOT NULL")}
 
-    def claims_without_evidence(self, kind: str | None = None) -> list[tuple]:
-        """(claim_id, item_idx, text, question, span_start, span_end) of the claims without evidence (of
-        ``kind`` only, if given), in answer order."""
-        where = "NOT evidence_done" + (" AND kind = ?" if kind else "")
-        return self.query("SELECT claim_id, item_idx, text, question, span_start, span_end FROM claims "
-                          f"WHERE {where} ORDER BY item_idx, ordinal", [kind] if kind else [])
+    def claims_without_evidence(self, kind: str | None = None) -> list[ClaimRow]:
+        """The claims without evidence (of ``kind`` only, if given), in answer order."""
+        where = "NOT c.evidence_done" + (" AND c.kind = ?" if kind else "")
+        return self._claim_rows(where, [kind] if kind else [])
 
-    def claims_to_verify(self) -> list[tuple]:
-        """(claim_id, text, question, kind, verified before) of the claims with evidence and no clean verdict:
-        never verified, no valid verdict, or a failed turn."""
-        return self.query(
-            "SELECT c.claim_id, c.text, c.question, coalesce(c.kind, 'knowledge'), v.claim_id IS NOT NULL "
-            "FROM claims c LEFT JOIN verdicts v "
-            "USING (claim_id) WHERE c.evidence_done AND (v.claim_id IS NULL OR v.factuality IS NULL OR c.claim_id IN "
-            "(SELECT claim_id FROM turns WHERE error IS NOT NULL)) ORDER BY c.item_idx, c.ordinal")
+    def claims_to_verify(self) -> list[ClaimRow]:
+        """The claims with evidence and no clean verdict: never verified, no valid verdict, or a failed turn
+        (``verified``: one that has a verdict to replace)."""
+        return self._claim_rows(_TO_VERIFY)
+
+    def _claim_rows(self, where: str = "TRUE", params: list | None = None) -> list[ClaimRow]:
+        return [ClaimRow(cid, idx, ordinal, Claim(text, question, kind, start, end), verified)
+                for cid, idx, ordinal, text, question, kind, start, end, verified in self.query(
+                    "SELECT c.claim_id, c.item_idx, c.ordinal, c.text, c.question, coalesce(c.kind, 'knowledge'), "
+                    "c.span_start, c.span_end, v.claim_id IS NOT NULL FROM claims c LEFT JOIN verdicts v "
+                    f"USING (claim_id) WHERE {where} ORDER BY c.item_idx, c.ordinal", params)]
 
     def claims_with_evidence_from(self, files: Sequence[str]) -> list[str]:
         """The claims with a passage of one of ``files`` (a document of a file is the file's path, or the
@@ -500,37 +514,38 @@ class RunStore:
                 self.query("DETACH shard")
 
     # -- what the reports read -------------------------------------------------------------------
-    def items(self) -> list[tuple]:
-        """(idx, id, line, question, answer, claims_done) of every item, in input order."""
-        return self.query("SELECT idx, id, line, question, answer, claims_done FROM items ORDER BY idx")
+    def contents(self) -> RunContents:
+        """Everything the reports read, in one pass: a few whole-table reads, not queries per claim (a report of
+        100k claims stays seconds)."""
+        with self.lock:
+            items = [ItemRow(*row) for row in self.query(
+                "SELECT idx, id, line, question, answer, context, truncated_at, claims_done FROM items ORDER BY idx")]
+            claims: dict[int, list[ClaimRow]] = {}
+            for row in self._claim_rows():
+                claims.setdefault(row.item_idx, []).append(row)
+            errors = [ErrorRow(stage, message, idx, None, cid) for idx, cid, stage, message in self.query(
+                "SELECT item_idx, claim_id, stage, message FROM errors WHERE item_idx IS NOT NULL "
+                "ORDER BY item_idx, line, stage")]
+            unusable = [ErrorRow(stage, message, None, line, None, item_id) for line, stage, message, item_id in
+                        self.query("SELECT line, stage, message, item_id FROM errors WHERE item_idx IS NULL AND "
+                                   "stage = 'input'")]
+            return RunContents(items, claims, self.all_evidence(), self.all_queries(), self.all_verdicts(), errors,
+                               unusable)
 
-    def claims(self) -> list[tuple]:
-        """(item_idx, claim_id, text, question, span_start, span_end, kind) of every claim, in answer order."""
-        return self.query("SELECT item_idx, claim_id, text, question, span_start, span_end, "
-                          "coalesce(kind, 'knowledge') FROM claims ORDER BY item_idx, ordinal")
+    def stage_totals(self) -> dict[str, Cost]:
+        """Each stage's cost summed over every run of this folder, in the order the stages first ran."""
+        return {stage: Cost(0, int(calls or 0), int(pt or 0), int(ct or 0), int(cached or 0), int(failed or 0),
+                            wall or 0.0)
+                for stage, calls, pt, ct, cached, wall, failed in self.query(
+                    "SELECT stage, sum(calls), sum(prompt_tokens), sum(completion_tokens), sum(cached_tokens), "
+                    "sum(wall_s), sum(failed_calls) FROM stage_stats GROUP BY stage ORDER BY min(recorded_at)")}
 
-    def item_errors(self) -> list[tuple]:
-        """(item_idx, claim_id, stage, message) of the errors that belong to an item."""
-        return self.query("SELECT item_idx, claim_id, stage, message FROM errors WHERE item_idx IS NOT NULL "
-                          "ORDER BY item_idx, line, stage")
-
-    def unusable_lines(self) -> list[tuple]:
-        """(line, stage, message, item_id) of the input lines that could not be used."""
-        return self.query("SELECT line, stage, message, item_id FROM errors WHERE item_idx IS NULL AND stage = 'input'")
-
-    def stage_totals(self) -> list[tuple]:
-        """(stage, calls, prompt_tokens, completion_tokens, cached_tokens, wall_s, failed_calls) summed over
-        every run of this folder, in the order the stages first ran."""
-        return self.query(
-            "SELECT stage, sum(calls), sum(prompt_tokens), sum(completion_tokens), sum(cached_tokens), sum(wall_s), "
-            "sum(failed_calls) FROM stage_stats GROUP BY stage ORDER BY min(recorded_at)")
-
-    def cost_since(self, since) -> tuple[int, int, int]:
-        """(calls, prompt_tokens, completion_tokens) recorded at or after ``since`` (one process's share)."""
+    def cost_since(self, since) -> Cost:
+        """The calls and tokens recorded at or after ``since`` (one process's share)."""
         calls, pt, ct = self.query("SELECT coalesce(sum(calls), 0), coalesce(sum(prompt_tokens), 0), "
                                    "coalesce(sum(completion_tokens), 0) FROM stage_stats WHERE recorded_at >= ?",
                                    [since])[0]
-        return int(calls), int(pt), int(ct)
+        return Cost(llm_calls=int(calls), prompt_tokens=int(pt), completion_tokens=int(ct))
 
     # -- reading back ----------------------------------------------------------------------------
     def evidence_for(self, claim_id: str) -> list[Evidence]:

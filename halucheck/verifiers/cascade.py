@@ -14,6 +14,7 @@ from typing import Callable, Sequence
 
 from halucheck.config import DEFAULT_BAND, VerifierOptions
 from halucheck.errors import ConfigError
+from halucheck.kinds import KINDS
 from halucheck.records import Verdict
 from halucheck.verifiers.base import OnCall, Verifier, closed_book
 from halucheck.verifiers.tools.premise import restated
@@ -79,7 +80,8 @@ class Cascade(Verifier):
 
 
 class Routed(Verifier):
-    """Claims of a tool-checkable kind go to their checker (:data:`CHECKERS`), every other claim to ``main``:
+    """Claims of a tool-checkable kind go to their checker (the kind's entry in :data:`halucheck.kinds.KINDS`),
+    every other claim to ``main``:
     a calculation is evaluated, never judged by a model; a math answer's premise that its question states is
     factual without a call (``halucheck.verifiers.tools.premise``; the others go to ``main``); a math answer's
     final result is compared with programs the model writes for the question; code is run against independent
@@ -90,11 +92,6 @@ class Routed(Verifier):
     is looked up in the corpus (``halucheck.verifiers.tools.sources``). Citations go to their checker only with a
     bibliography (``--bibliography``); without one they go to ``main`` too."""
 
-    # claim kind -> (its checker, the option it needs; without it those claims go to ``main``)
-    CHECKERS = {"calculation": ("arith", None), "result": ("program", None), "citation": ("citation", "bibliography"),
-                "code": ("code", None), "source": ("source", None)}
-    OPTIONAL = ("code", "result")  # a checker that may be unavailable here (no sandbox): its claims go to ``main``
-
     def __init__(self, main: Verifier, make: Callable[[str, VerifierOptions], Verifier],
                  options: VerifierOptions | None = None) -> None:
         """``make(name, options)`` builds a checker by its registered name (``halucheck.verifiers.get_verifier``)."""
@@ -103,18 +100,18 @@ class Routed(Verifier):
         self.name, self.uses_llm, self.reads_prose = main.name, main.uses_llm, main.reads_prose
         self.checkers: dict[str, Verifier] = {}
         self.unavailable: dict[str, str] = {}  # kind -> why its checker cannot run here
-        for kind, (name, needs) in self.CHECKERS.items():
-            if needs and not getattr(self.options, needs):
-                continue
-            checker = make(name, self.options)
+        for kind in KINDS.values():
+            if kind.checker is None or (kind.needs and not getattr(self.options, kind.needs)):
+                continue  # decided by ``main``
+            checker = make(kind.checker, self.options)
             try:
                 checker.preflight()  # given but unusable (a bibliography that does not load): say so now
             except ConfigError as exc:
-                if kind not in self.OPTIONAL:
+                if not kind.optional:
                     raise
-                self.unavailable[kind] = str(exc)
+                self.unavailable[kind.name] = str(exc)
                 continue
-            self.checkers[kind] = checker
+            self.checkers[kind.name] = checker
 
     def least_calls(self) -> int:
         return self.main.least_calls()

@@ -2,7 +2,7 @@
 """How many of FacTool math's labelled calculations `find_calculations` recovers from the responses.
 
 `factool-math-response` (and `halucheck run`) give the `arith` verifier a whole response, and the
-deterministic finder `halucheck.verifiers.tools.arith.find_calculations` stands in for FacTool's model-based extraction. This
+deterministic finder `halucheck.kinds.calculations.find_calculations` stands in for FacTool's model-based extraction. This
 script reads all 100 responses of `factool/math.jsonl` and, for each human-labelled calculation (label true or
 false; the "null" ones are left out), asks whether the finder found a calculation in the same response whose
 expression has the same value. Calculations whose labelled expression cannot be evaluated (algebra such as
@@ -22,7 +22,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
-from halucheck.verifiers.tools.arith import ArithError, evaluate, find_calculations  # noqa: E402
+from halucheck.arithmetic import ArithError, evaluate  # noqa: E402
+from halucheck.kinds.calculations import find_calculations  # noqa: E402
 from halucheck.errors import InputError  # noqa: E402
 from halucheck.evaluation.datasets import dataset_root, split_of  # noqa: E402
 

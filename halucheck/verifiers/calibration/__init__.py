@@ -49,7 +49,25 @@ from halucheck.verifiers.calibration.record import (
 )
 from halucheck.verifiers.calibration.threshold import MIN_ACCURACY, band_for, choose_threshold
 
+
+def for_run(verifier, settings, name: str | None):
+    """The calibrator fitted for ``verifier`` and the profile of its first agent (`halucheck calibrate`; the one
+    ``--calibration`` names) and where it was read: ``(None, None)`` when there is none."""
+    prof = settings.profile_for("initial") if verifier.uses_llm else None
+    return resolve(verifier.name, prof.name if prof else None, prof.model if prof else None, name)
+
+
+def keep_with_run(store, cal, path) -> None:
+    """Keep the calibrator with a run (its reports, rebuilt later too, give calibrated P(hallucinated)) and its
+    reliability diagram; none found: the reports say uncalibrated."""
+    diagram = path.with_suffix(".svg") if cal and path else None
+    store.set_meta("calibrator", cal.to_json() if cal else "")
+    store.set_meta("calibration_svg", diagram.read_text(encoding="utf-8") if diagram and diagram.is_file() else "")
+
+
 __all__ = [
+    "for_run",
+    "keep_with_run",
     "COLORS",
     "CONSISTENCY_DRAWS",
     "Calibrator",

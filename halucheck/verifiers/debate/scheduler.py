@@ -12,12 +12,12 @@ flight. Two ways to drive them, chosen from the engines serving the roles:
   the moment one returns, its debate's next call is sent (the engine's continuous batching does the
   rest), and a debate that ends frees its slot at once.
 
-Identical claims (same statement and evidence) are debated once and share the verdict.
+Every job given is debated: identical claims are taken once before they reach a verifier
+(:func:`halucheck.records.unique_cases`, by the pipeline).
 """
 
 from __future__ import annotations
 
-import copy
 import time
 from collections import defaultdict, deque
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
@@ -43,7 +43,7 @@ class RunStats:
     """Accounting for one scheduler run."""
 
     claims: int = 0
-    debates: int = 0  # after dedupe
+    debates: int = 0
     llm_calls: int = 0
     steps: int = 0
     batch_sizes: list[int] = field(default_factory=list)
@@ -98,30 +98,18 @@ class Scheduler:
     def run(self, jobs: Sequence[DebateJob]) -> list[Verdict]:
         t0 = time.perf_counter()
         jobs = list(jobs)
-        self.stats = RunStats(claims=len(jobs))
-        first: dict[str, int] = {}  # dedupe: key -> first index with that key
-        twins: dict[int, list[int]] = defaultdict(list)
-        unique: list[int] = []
-        for i, job in enumerate(jobs):
-            k = job.key()
-            if k in first:
-                twins[first[k]].append(i)
-            else:
-                first[k] = i
-                unique.append(i)
-        self.stats.debates = len(unique)
+        self.stats = RunStats(claims=len(jobs), debates=len(jobs))
         verdicts: list[Verdict | None] = [None] * len(jobs)
 
         def finish(d: _Debate) -> None:
             self.agents.release(d.group)
-            for i in [d.slot, *twins.get(d.slot, [])]:
-                verdicts[i] = d.verdict if i == d.slot else copy.deepcopy(d.verdict)
-                if self.on_verdict:
-                    self.on_verdict(i, verdicts[i])
+            verdicts[d.slot] = d.verdict
+            if self.on_verdict:
+                self.on_verdict(d.slot, d.verdict)
 
         engines = self.agents.engines_in_use()
         widest = max(e.max_batch for e in engines)
-        queue = deque(unique)
+        queue = deque(range(len(jobs)))
         if all(getattr(e, "streaming", False) for e in engines):
             self._run_streaming(jobs, queue, self.max_in_flight or widest, finish)
         else:

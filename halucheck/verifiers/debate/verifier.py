@@ -15,7 +15,7 @@ from halucheck.verifiers.base import Cost, Verifier
 
 
 class DebateVerifier(Verifier):
-    """Trust / Skeptic / Leader debate through the Scheduler (identical claims are debated once)."""
+    """Trust / Skeptic / Leader debate through the Scheduler (`halucheck run` hands it identical claims once)."""
 
     name = "debate"
 

@@ -20,7 +20,7 @@ from __future__ import annotations
 from halucheck.records import Case, Turn, Verdict
 from halucheck.text import sentences
 from halucheck.verifiers.debate.quotes import missing_words, supporting_sentence
-from halucheck.verifiers.tools.arith import numbers_in
+from halucheck.arithmetic import numbers_in
 
 NAME = "question"
 P_RESTATED = 0.05  # P(hallucinated) of a premise the question states

@@ -3,7 +3,7 @@
 A written calculation (``48 x 125 = 5800``) is checked by :mod:`halucheck.verifiers.tools.arith`; a wrong
 *reasoning* with right arithmetic (a wrong equation set up from the question) is not. So a math answer's
 final result is a claim of its own (kind ``result``, made by :func:`halucheck.claims.claims_of_answers`
-for an answer :func:`is_math_question` recognises), and :class:`ProgramCheck` (``--verifier program``)
+for an answer :func:`halucheck.kinds.results.is_math_question` recognises), and :class:`ProgramCheck` (``--verifier program``)
 checks it the way FacTool's and the program-of-thought papers do:
 
 1. **Programs.** From the question alone, never the answer, the model writes a Python program that prints
@@ -18,7 +18,7 @@ checks it the way FacTool's and the program-of-thought papers do:
    casts no vote, but lowers the agreement below). Without such a majority, :attr:`ProgramCheck.more`
    programs more are asked for, up to :attr:`ProgramCheck.max_samples` (the first majority stops it).
 4. **Verdict.** The claimed result matches the reference within the precision it is written with (as a
-   calculation's result: :func:`halucheck.verifiers.tools.arith.recompute`; ``15%`` also as 15): factual;
+   calculation's result: :func:`halucheck.arithmetic.recompute`; ``15%`` also as 15): factual;
    else not factual, with a calculation's severity for its relative error
    (:func:`halucheck.verifiers.tools.arith.severity_of`). P(hallucinated) rests on the programs' agreement
    a (votes for the reference over programs asked): ``0.5 + 0.45 a`` when it differs, ``0.5 - 0.45 a``
@@ -49,8 +49,10 @@ from halucheck.prompts import load as load_prompts
 from halucheck.records import Case, Claim, Turn, Verdict
 from halucheck.verifiers.base import Cost, Verifier, failed_verdict, failed_with_reason, turn_tokens
 from halucheck.verifiers.tools import sandbox
-from halucheck.verifiers.tools.arith import recompute
-from halucheck.verifiers.tools.arith import find_calculations, numbers_in, severity_of
+from halucheck.arithmetic import recompute
+from halucheck.kinds.calculations import find_calculations, list_calculations, unseen_calculations
+from halucheck.kinds.results import claimed_of, final_result, result_claim
+from halucheck.verifiers.tools.arith import severity_of
 from halucheck.verifiers.tools.code_source import code_of
 
 if TYPE_CHECKING:
@@ -61,96 +63,6 @@ P_UNSURE = 0.45  # a result no program reference decides, not contradicted by an
 SEED_STEP = 100  # program j is sampled with seed + SEED_STEP * (j + 1)
 MAX_PROGRAM_CHARS = 4000
 LIMITS = sandbox.Limits(wall_s=10.0, cpu_s=5.0, memory_mb=256, output_bytes=100_000)
-
-NUMBER = r"[-−]?(?:[$€£¥₹]\s?)?(?:\d{1,3}(?:,\d{3})+(?![\d])|\d+)(?:\.\d+)?(?:\s?%)?"
-_NUMBER = re.compile(rf"(?<![\w.:]){NUMBER}(?!:\d)")  # not a clock time (5:00 PM)
-_FINAL = [  # where an answer states its final result, most explicit first (the last such place counts)
-    re.compile(rf"\\boxed\{{\s*(?P<n>{NUMBER})\s*\}}"),
-    re.compile(rf"####\s*(?P<n>{NUMBER})"),
-    re.compile(rf"\b(?:final\s+answer|the\s+answer|answer)\s*(?:is|:|=|would\s+be|will\s+be)\s*"
-               rf"(?:\*\*|approximately\s+|about\s+)?(?P<n>{NUMBER})", re.IGNORECASE),
-]
-_UNIT = re.compile(r"\s*(?:(?:more|less|fewer)\s+)?([A-Za-z][A-Za-z/]*(?:\s+(?:per|an|a)\s+[A-Za-z]+)?)")
-_QUANTITY_QUESTION = re.compile(
-    r"\b(how\s+(?:many|much|long|far|fast|old|often|tall|heavy|big)|calculate|compute|what\s+percent(?:age)?|"
-    r"what\s+(?:is|was|will\s+be|are)\s+(?:the\s+)?(?:\w+\s+)?(?:total|sum|number|amount|cost|price|average|"
-    r"percentage|value|area|volume|speed|difference|product|ratio|profit|result|distance|time|weight|age))\b",
-    re.IGNORECASE)
-_NUMBER_WORD = re.compile(
-    r"\b(two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|twenty|thirty|forty|fifty|hundred|thousand|"
-    r"million|half|twice|double|triple|third|quarter|percent)\b", re.IGNORECASE)
-_YEAR = re.compile(r"^(1[0-9]|20)\d\d$")
-
-
-@dataclass(frozen=True)
-class FinalResult:
-    """The number an answer gives as its result: as written (``$26,823,825``), its offsets, the unit after it."""
-
-    text: str
-    start: int
-    end: int
-    unit: str = ""
-
-
-def final_result(answer: str, question: str | None = None) -> FinalResult | None:
-    """The answer's final result: the last ``\\boxed{}``, ``#### N`` or "the answer is N" (the result of the
-    calculation N starts, if it starts one), else the last number of the answer that the question does not
-    give ("... 50 miles in 7 hours": 50, when the question gives the 7 hours; a quantity asked for is seldom
-    one given) or that a written calculation computes ("9 - 6 = 3 more hours": 3, even where the question
-    gives a 3), else its last number; None when the answer has no number."""
-    calculations = find_calculations(answer)
-    for pattern in _FINAL:
-        found = list(pattern.finditer(answer))
-        if found:
-            m = found[-1]  # "the answer is 1007458 + 1007423 = 2014881": the calculation's result
-            start, end = next((c.claimed_span for c in calculations if c.span[0] <= m.start("n") < c.span[1]),
-                              m.span("n"))
-            return _result(answer, start, end)
-    numbers = list(_NUMBER.finditer(answer))
-    if not numbers:
-        return None
-    given = numbers_in(question or "")
-    results = [c.claimed_span for c in calculations]
-    new = [m for m in numbers if not numbers_in(m.group()) <= given
-           or any(a <= m.start() < b for a, b in results)]
-    m = (new or numbers)[-1]
-    return _result(answer, m.start(), m.end())
-
-
-def _result(answer: str, start: int, end: int) -> FinalResult:
-    unit = _UNIT.match(answer, end)
-    return FinalResult(answer[start:end].strip(), start, end, unit.group(1) if unit else "")
-
-
-def is_math_question(question: str | None, answer: str, strict: bool = False) -> bool:
-    """Whether ``answer`` answers a math question, so its final result is checked by program: the question
-    has a number in digits (a year alone does not count) and either asks for a quantity ("how many", "what is
-    the total", "calculate") with two quantities or more (numbers, or words such as "twice" and "half"), or
-    the answer writes out a calculation. ``strict`` (an answer with evidence of its own to search: a question
-    about the documents may well hold numbers): two numbers in digits and a question for a quantity."""
-    if not question or final_result(answer, question) is None:
-        return False
-    numbers = [m.group().strip("$€£¥₹% ") for m in _NUMBER.finditer(question)]
-    numbers = [n for n in numbers if not _YEAR.match(n)]
-    if not numbers:
-        return False
-    asks = bool(_QUANTITY_QUESTION.search(question))
-    if strict:
-        return len(numbers) >= 2 and asks
-    quantities = len(numbers) + len(_NUMBER_WORD.findall(question))
-    return (quantities >= 2 and asks) or bool(find_calculations(answer))
-
-
-def result_claim(result: FinalResult) -> str:
-    """The text of a ``result`` claim: what the answer gives as its final result."""
-    return f"The final answer is {result.text}{' ' + result.unit if result.unit else ''}."
-
-
-def claimed_of(text: str) -> str | None:
-    """The number a ``result`` claim states (its first number)."""
-    m = _NUMBER.search(text)
-    return m.group().strip() if m else None
-
 
 def value_of(output: str) -> str | None:
     """A program's vote: the last number it printed, canonical (integers in full, other values to 12
@@ -408,25 +320,6 @@ class ProgramCheck(Verifier):
                        p_hallucinated=P_UNSURE, verifier=v.verifier)
 
 
-def unseen_calculations(listed: list[str], written: list[tuple[str, int, int]]) -> list[str]:
-    """The model-listed calculations (``expression = result``) that no calculation found in the text already
-    states: not the same value claimed for the same value computed."""
-
-    def identity(text: str):
-        expression, _, claimed = text.rpartition("=")
-        outcome = recompute(expression, claimed)
-        return (outcome.value, outcome.claimed_value) if outcome.value is not None else None
-
-    have = {identity(t) for t, _, _ in written} - {None}
-    out, seen = [], set()
-    for text in listed:
-        key = identity(text)
-        if key is not None and key not in have and key not in seen:
-            seen.add(key)
-            out.append(text)
-    return out
-
-
 def merge_arith(a: Verdict, b: Verdict) -> Verdict:
     """One arith verdict from two on the same answer: a wrong calculation in either decides; their turns kept."""
     decided = [v for v in (a, b) if v.factuality is not None]
@@ -440,7 +333,7 @@ def merge_arith(a: Verdict, b: Verdict) -> Verdict:
 class MathAnswer(Verifier):
     """``math``: a whole math answer checked by tools, FacTool's math check on a response: its written
     calculations (:class:`~halucheck.verifiers.tools.arith.ArithVerifier`) and its final result (``meta["answer"]``,
-    else :func:`final_result` of the text) against the programs' reference (:class:`ProgramCheck`). Not factual
+    else :func:`halucheck.kinds.results.final_result` of the text) against the programs' reference (:class:`ProgramCheck`). Not factual
     when either finds an error (the worse P(hallucinated) and severity); factual when every part that could
     decide says so, with P(hallucinated) :data:`P_UNSURE` when only the calculations could (right arithmetic
     says nothing of the reasoning: on the dev split 9 of the 17 such answers are labelled wrong). A final result
@@ -468,8 +361,6 @@ class MathAnswer(Verifier):
         self.program.preflight()
 
     def verify(self, checks, engines, on_verdict=None, on_call=None):
-        from halucheck.verifiers.tools.arith import list_calculations
-
         # the calculations the regex finder reads, and those the model lists that it missed (FacTool's step)
         listed = list_calculations(engines.engine_for(ROLE), [c.claim.text for c in checks])
         found = [[(c.expression + " = " + c.claimed, 0, 0) for c in find_calculations(k.claim.text)] for k in checks]
@@ -512,5 +403,4 @@ class MathAnswer(Verifier):
         return out
 
 
-__all__ = ["FinalResult", "MathAnswer", "ProgramCheck", "final_result", "is_math_question", "reference_of", "result_claim",
-           "program_text", "value_of"]
+__all__ = ["MathAnswer", "ProgramCheck", "reference_of", "program_text", "value_of"]
