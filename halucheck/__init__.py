@@ -7,3 +7,15 @@ import os
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 __version__ = "0.1.0"
+
+# The Python API (halucheck/checker.py), imported on first use: `import halucheck` stays cheap.
+_API = ("AnswerResult", "Checker", "ClaimVerdict", "RunResult")
+__all__ = [*_API, "__version__"]
+
+
+def __getattr__(name: str):
+    if name in _API:
+        from halucheck import checker
+
+        return getattr(checker, name)
+    raise AttributeError(f"module 'halucheck' has no attribute {name!r}")

