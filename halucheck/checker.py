@@ -300,9 +300,8 @@ class Checker:
         if self._calibrator is None:
             from halucheck.verifiers import calibration
 
-            prof = self.settings.profile_for("initial") if self.judge.uses_llm else None
-            cal, _ = calibration.resolve(self.judge.name, prof.name if prof else None, prof.model if prof else None,
-                                         self.calibration)
+            # the settings only for a verifier with an LLM: one without never needs them
+            cal, _ = calibration.for_run(self.judge, self.settings if self.judge.uses_llm else None, self.calibration)
             self._calibrator = (cal,)
         return self._calibrator[0]
 
