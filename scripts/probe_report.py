@@ -69,9 +69,14 @@ def main() -> None:
                     help="run nothing: read the run folders under these DIRs and print, per verifier, the mean "
                          "BalAcc over sets, pooled AUROC and ECE, s/claim, and each verifier's paired difference "
                          "from selfcheck, all with 95 %% bootstrap intervals")
+    ap.add_argument("--base", default="selfcheck", help="with --summary: the verifier the differences are from")
+    ap.add_argument("--record", action="store_true",
+                    help="with --summary: write the head's test figures into the shipped head's provenance")
     args = ap.parse_args()
     if args.summary:
-        summary(args.summary)
+        figures = summary(args.summary, base=args.base)
+        if args.record:
+            record(figures, args.profile)
         return
     from halucheck.config import Settings, VerifierOptions
     from halucheck.evaluation.harness import run_eval
@@ -106,10 +111,24 @@ def main() -> None:
 
 
 KINDS = {"selfcheck": "selfcheck", "selfcheck-cal": "selfcheck, its shipped calibrator", "direct": "direct",
-         "probe": "probe", "probe-lodo": "probe, without its set"}
+         "direct-cal": "direct, its shipped calibrator", "probe": "probe", "probe-lodo": "probe, without its set"}
 
 
-def summary(dirs: list[Path], n_boot: int = 1000, seed: int = 0) -> None:
+def record(figures: dict, profile: str) -> None:
+    """The test figures of ``probe`` and of ``probe`` without each set, into the shipped head file's provenance."""
+    from halucheck.config import Settings
+    from halucheck.verifiers.probe.head import Head, shipped_path
+
+    path = shipped_path(Settings.load(profile=profile).profiles[profile].model)
+    head = Head.load(path)
+    head.meta["test"] = {"protocol": "scripts/probe_report.py: HaluEval-QA's first test items, the other sets a fixed "
+                                     "balanced sample of their test split; once, after every choice was made on dev",
+                         **{k: figures[k] for k in ("probe", "probe-lodo", "selfcheck") if k in figures}}
+    head.save(path)
+    print(f"wrote the test figures into {path}")
+
+
+def summary(dirs: list[Path], n_boot: int = 1000, seed: int = 0, base: str = "selfcheck") -> dict:
     """Per verifier over the sets every verifier was run on: mean BalAcc over sets (each set resampled by group,
     the same resamples for every verifier), pooled AUROC and ECE, seconds a claim; and the paired difference of
     each verifier's mean BalAcc from selfcheck's."""
@@ -131,14 +150,14 @@ def summary(dirs: list[Path], n_boot: int = 1000, seed: int = 0) -> None:
                 continue
             rows = [json.loads(line) for line in (folder / "predictions.jsonl").read_text().splitlines() if line]
             runs.setdefault(kind, {})[name] = (sorted(rows, key=lambda r: r["id"]), wall)
-    if "selfcheck" in runs:  # the same verdicts, P(hallucinated) through the calibrator the package ships (dev-fitted)
-        from halucheck.config import Settings
+    for kind in [k for k in ("selfcheck", "direct") if k in runs]:  # the same verdicts, P(hallucinated) through
+        from halucheck.config import Settings  # the calibrator the package ships for it (fitted on dev)
         from halucheck.verifiers.calibration import shipped
 
-        cal, _ = shipped("selfcheck", Settings.load(profile="cpu-1.5b").profiles["cpu-1.5b"].model)
+        cal, _ = shipped(kind, Settings.load(profile="cpu-1.5b").profiles["cpu-1.5b"].model)
         if cal is not None:
-            runs["selfcheck-cal"] = {name: ([{**r, "score": cal.apply(r["score"])} for r in rows], wall)
-                                     for name, (rows, wall) in runs["selfcheck"].items()}
+            runs[f"{kind}-cal"] = {name: ([{**r, "score": cal.apply(r["score"])} for r in rows], wall)
+                                   for name, (rows, wall) in runs[kind].items()}
     sets = sorted(set.intersection(*(set(v) for v in runs.values())))
     for name in sets:
         ids = {kind: [r["id"] for r in v[name][0]] for kind, v in runs.items()}
@@ -178,22 +197,32 @@ def summary(dirs: list[Path], n_boot: int = 1000, seed: int = 0) -> None:
 
     n = sum(len(runs[next(iter(runs))][name][0]) for name in sets)
     print(f"{len(sets)} sets, {n} items: {', '.join(sets)}")
-    print("| verifier | mean BalAcc over sets | minus selfcheck's | pooled AUROC | pooled ECE | s/claim |")
+    out: dict = {}
+    print(f"| verifier | mean BalAcc over sets | minus {base}'s | pooled AUROC | pooled ECE | s/claim |")
     print("|---|---|---|---|---|---|")
     for kind in [k for k in KINDS if k in runs]:
         boot = [mean_balacc(kind, b) for b in range(n_boot)]
         lo, hi = percentile_ci(boot)
         diff = "–"
-        if "selfcheck" in runs and kind != "selfcheck":
-            d = [x - mean_balacc("selfcheck", b) for b, x in enumerate(boot)]
+        if base in runs and kind != base:
+            d = [x - mean_balacc(base, b) for b, x in enumerate(boot)]
             dlo, dhi = percentile_ci(d)
-            diff = f"{mean_balacc(kind, None) - mean_balacc('selfcheck', None):+.3f} [{dlo:+.3f}, {dhi:+.3f}]"
+            diff = f"{mean_balacc(kind, None) - mean_balacc(base, None):+.3f} [{dlo:+.3f}, {dhi:+.3f}]"
         a, e = pooled(kind, auroc), pooled(kind, ece)
         # the heads read the passes `direct` computed (same prompt, same store): their cost is direct's plus their own
         secs = sum(runs[kind][name][1] + (runs["direct"][name][1] if kind.startswith("probe") and "direct" in runs
                                           else 0) for name in sets) / n
         print(f"| {KINDS[kind]} | {mean_balacc(kind, None):.3f} [{lo:.3f}, {hi:.3f}] | {diff} | "
               f"{a[0]:.3f} [{a[1]:.3f}, {a[2]:.3f}] | {e[0]:.3f} [{e[1]:.3f}, {e[2]:.3f}] | {secs:.1f} |")
+        per_set = {}
+        for name in sets:
+            y, p, sc = arrays(kind, name)
+            per_set[name] = {"n": int(y.size), "balanced_accuracy": round(balanced_accuracy(y, p, sc), 3),
+                             "auroc": round(auroc(y, p, sc), 3)}
+        out[kind] = {"sets": per_set, "mean_balanced_accuracy": [round(v, 3) for v in (mean_balacc(kind, None), lo, hi)],
+                     "pooled_auroc": [round(v, 3) for v in a], "pooled_ece": [round(v, 3) for v in e],
+                     "seconds_a_claim": round(secs, 1)}
+    return out
 
 
 def table(rows: list) -> None:

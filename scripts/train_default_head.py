@@ -2,6 +2,7 @@
 
     python scripts/train_default_head.py extract [--per-set N] [--test N]   # prompt passes into the feature store
     python scripts/train_default_head.py fit [--per-set N]                   # LODO choice, fit, save in the package
+    python scripts/train_default_head.py ship-direct-calibrator              # `direct`'s calibrator, on the dev passes
 
 Both steps read and write the feature store (``$HALUCHECK_HOME/features/<model>.sqlite``): extraction is resumable
 (kill it and start it again: stored passes are not computed again) and ``fit`` computes nothing new when
@@ -82,13 +83,47 @@ def fit(scale: float) -> None:
           f"{meta['direct_threshold']:.2f}")
 
 
+def ship_direct_calibrator(scale: float) -> None:
+    """The calibrator the package ships for `direct` on the default model: fitted on the dev passes the head was
+    trained on (the direct verdict learns nothing from them; its threshold was chosen on them), no undecided band."""
+    import numpy as np
+
+    from halucheck.config import Settings
+    from halucheck.engines.pool import EnginePool
+    from halucheck.evaluation.heads import gather, item_examples
+    from halucheck.verifiers import calibration
+    from halucheck.verifiers.probe.features import FeatureStore, default_store, extractor_for
+
+    settings = Settings.load(profile=PROFILE)
+    model = settings.profile_for("initial").model
+    sets = {k: round(v * scale) for k, v in TRAIN_SETS.items()}
+    with EnginePool(settings) as engines:
+        ex = extractor_for(engines.engine_for("initial"))
+        ex.store = FeatureStore(default_store(ex.model_id))
+        exs = item_examples(gather(list(sets), [], sets).items, ex)
+    if ex.passes:
+        sys.exit(f"{ex.passes} dev passes were not in the store: run `extract` first")
+    p = np.array([1.0 - e.representative.p_supported for e in exs])
+    cal = calibration.fit(p, [e.label for e in exs], verifier="direct", profile=PROFILE, model=model, split="dev",
+                          min_accuracy=None, datasets=sorted({e.dataset for e in exs}))
+    path = calibration.shipped_path("direct", model)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(cal.to_json(), encoding="utf-8")
+    print(f"{cal.summary()}\nwrote {path} ({len(exs)} dev items)")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("step", choices=["extract", "fit"])
+    ap.add_argument("step", choices=["extract", "fit", "ship-direct-calibrator"])
     ap.add_argument("--scale", type=float, default=1.0, help="multiply every set's item count")
     ap.add_argument("--order", default="dev,test")
     args = ap.parse_args()
-    extract(args.scale, args.order) if args.step == "extract" else fit(args.scale)
+    if args.step == "extract":
+        extract(args.scale, args.order)
+    elif args.step == "fit":
+        fit(args.scale)
+    else:
+        ship_direct_calibrator(args.scale)
 
 
 if __name__ == "__main__":

@@ -68,7 +68,8 @@ def test_jsonl_rows_become_eval_items(tmp_path):
     assert d.name == "data:mine" == dataset_name(tmp_path / "mine.jsonl") and not d.problems
     a, b, c = d.items
     assert [it.id for it in d.items] == ["data:mine:q1", "data:mine:q2", "data:mine:3"]
-    assert [it.group for it in d.items] == [it.id for it in d.items]  # one item, one bootstrap group
+    # different questions and evidence: a group each (the third, with neither, is its own)
+    assert len({it.group for it in d.items}) == 3 and d.items[2].group == "data:mine:3"
     assert [it.position for it in d.items] == [1, 2, 3]  # the line number
     assert {it.dataset for it in d.items} == {"data:mine"}
     assert [it.label for it in d.items] == [True, False, False]
@@ -453,3 +454,18 @@ def test_cli_eval_data_errors_are_one_line(tmp_path, config, monkeypatch, args, 
 def test_cli_eval_still_requires_a_dataset_or_data(config):
     r = runner.invoke(app, ["eval", "--config", str(config)])
     assert r.exit_code == 1 and "--dataset is required" in r.output and "--data FILE" in r.output
+
+
+def test_twins_share_a_group_and_a_given_group_wins(tmp_path):
+    ctx = "Varenholt was founded in 2009 in Tampere."
+    rows = [{"id": "a", "question": "When?", "answer": "In 2009.", "context": ctx, "hallucinated": False},
+            {"id": "b", "question": "When?", "answer": "In 2012.", "context": ctx, "hallucinated": True},
+            {"id": "c", "question": "Where?", "answer": "In Tampere.", "context": ctx, "hallucinated": False},
+            {"id": "d", "question": "Where?", "answer": "In Oulu.", "context": ctx, "hallucinated": True, "group": 7},
+            {"id": "e", "answer": "x", "hallucinated": True, "group": 7},
+            {"id": "f", "answer": "y", "hallucinated": True, "group": ["no"]}]
+    d = read_user_data(write_jsonl(tmp_path / "twins.jsonl", rows))
+    g = {it.id.rsplit(":", 1)[1]: it.group for it in d.items}
+    assert g["a"] == g["b"] != g["c"]  # answers to one question on one evidence are held out together
+    assert g["d"] == g["e"] == "data:twins:group:7" and g["c"] != g["d"]
+    assert [p.line for p in d.problems] == [6] and '"group" must be a string or a number' in d.problems[0].message

@@ -12,6 +12,10 @@ A file is JSONL (one JSON object per line) or CSV (a header row, then one item p
   which the harness shows the ``--max-evidence`` most relevant, like the sentences of a WiCE article.
 - ``evidence`` (optional): a list of passages; in CSV a JSON array string, or a single string that is one
   passage. With both ``context`` and ``evidence``, the context's passages come first.
+- ``group`` (optional, a string or number): items that share it are resampled together by the bootstrap and held
+  out together by ``halucheck train``'s folds (e.g. a right and a wrong answer to one question: a head that saw one
+  of them would be judged on its twin). Default: items with the same question and the same evidence share a group;
+  an item with neither is its own.
 
 An item without context or evidence is judged closed-book, unless a corpus is given
 (:func:`add_corpus_evidence`): then its top passages are retrieved from the corpus index, searched with
@@ -30,6 +34,7 @@ User files are never split into dev and test: every usable item is scored (``lim
 
 from __future__ import annotations
 
+import hashlib
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -329,6 +334,16 @@ def _to_item(path: Path, name: str, line: int, rec: dict, csv_row: bool, problem
         bad(f"\"hallucinated\" must be true or false (also 1/0, yes/no), got {rec['hallucinated']!r}")
         return None
     passages = (context_passages(context) if context else []) + evidence
+    given = rec.get("group")
+    if isinstance(given, bool) or (given is not None and not isinstance(given, (str, int, float))):
+        bad(f"\"group\" must be a string or a number, got {given!r}; items sharing it are held out together")
+        return None
+    if given is not None and str(given).strip():
+        group = f"group:{str(given).strip()}"
+    elif question or passages:  # twins: answers to one question on one evidence
+        group = "same:" + hashlib.sha256(json.dumps([question, passages]).encode()).hexdigest()[:16]
+    else:
+        group = own_id
     return EvalItem(
         id=f"{name}:{own_id}",
         dataset=name,
@@ -336,7 +351,7 @@ def _to_item(path: Path, name: str, line: int, rec: dict, csv_row: bool, problem
         # search see both); the verifiers read question and answer apart (verifiers.text_of)
         claim=f"{question} {text}" if question else text,
         label=label,
-        group=f"{name}:{own_id}",
+        group=f"{name}:{group}",
         position=line,
         question=question,
         answer=text if question else None,
