@@ -5,7 +5,7 @@ claims stage makes claims of these kinds, the pipeline gives each the evidence i
 and the report reads its basis (:func:`halucheck.reports.basis_of`).
 
 Adding a kind: its entry here, its finder (in :mod:`halucheck.claims` or a module of this package) and its
-checker (a registered verifier, :mod:`halucheck.verifiers`); ``records.Kind`` names it.
+checker (a registered verifier, :mod:`halucheck.verifiers`); ``records.Kind`` is any name in the table.
 
 The finders that both the claims stage and a tool check use live here too: :mod:`halucheck.kinds.calculations`
 (``expression = result`` in a text) and :mod:`halucheck.kinds.results` (a math answer's final result).
@@ -37,6 +37,9 @@ class ClaimKind:
     needs: str | None = None
     optional: bool = False
     basis: Literal["evidence", "question"] = "evidence"
+    # "module:function" (imported on first use by routing, :class:`halucheck.verifiers.cascade.Routed`) that
+    # settles one of its claims without a call, ``(Case) -> Verdict | None`` (None: it goes to its checker)
+    settled_by: str | None = None
 
     def evidence_given(self, options: object) -> EvidenceFrom:
         """What evidence its claims get under ``options`` (``VerifierOptions``): a checker's needs unmet, they go
@@ -47,8 +50,8 @@ class ClaimKind:
 KINDS: dict[str, ClaimKind] = {k.name: k for k in (
     ClaimKind("knowledge", "the extractor, one sentence of the answer at a time (claims.claims_of_answers)", "search"),
     ClaimKind("premise", "a math answer's extracted claim that restates its question (claims.math_claims); "
-              "one the question states is settled without a call (verifiers/tools/premise.py)", "question",
-              basis="question"),
+              "one the question states is settled without a call (settled_by)", "question",
+              basis="question", settled_by="halucheck.verifiers.tools.premise:restated"),
     ClaimKind("calculation", "expression = result written in the answer (kinds.calculations.calculations), and "
               "those a model lists in a math answer (kinds.calculations.list_calculations)", "none", "arith"),
     ClaimKind("result", "a math answer's final result (kinds.results.final_result)", "none", "program",
