@@ -67,3 +67,34 @@ def test_the_report_basis_comes_from_the_kind():
     assert basis_of("knowledge", [], judged) == "closed-book"
     assert basis_of("calculation", [], Verdict(True, 0, 0.98, verifier="arith")) == "tool"
     assert kind_of("an old row") is KINDS["knowledge"]
+
+
+def test_every_finder_named_is_a_function_and_a_kind_without_one_says_who_makes_it():
+    from halucheck.claims import Finding
+
+    for k in KINDS.values():
+        if k.finder:
+            assert callable(import_path(k.finder)) and k.reads in ("prose", "answer")
+            assert import_path(k.finder)("", Finding()) == []
+        else:
+            assert "no finder" in k.found and "claims." in k.found
+
+
+def tally(text: str, finding) -> list[tuple[str, int, int]]:
+    """A finder for a kind a test adds: every tally mark (``||||``) in the text."""
+    import re
+
+    return [(m.group(), m.start(), m.end()) for m in re.finditer(r"\|{2,}", text)]
+
+
+def test_a_kind_added_to_the_table_is_found_with_nothing_else_touched(monkeypatch):
+    from halucheck.claims import claims_of_answers
+    from halucheck.engines.fake import FakeEngine
+    from halucheck.kinds import ClaimKind
+
+    kinds = {**KINDS, "tally": ClaimKind("tally", "tally marks (tally)", "none", finder=f"{__name__}:tally")}
+    monkeypatch.setattr("halucheck.claims.KINDS", kinds)
+    answer = "I counted ||||. Then 2 + 2 = 4 and `|` is no mark."
+    out, _ = claims_of_answers([(None, answer, None)], FakeEngine(), FakeEngine(), subjective_filter="off")
+    found = [(c.kind, c.text, answer[c.start:c.end]) for c in out[0].claims if c.kind != "knowledge"]
+    assert found == [("tally", "||||", "||||"), ("calculation", "2 + 2 = 4", "2 + 2 = 4")]
