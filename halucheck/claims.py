@@ -10,15 +10,17 @@ from __future__ import annotations
 import ast
 import re
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Sequence
+from typing import TYPE_CHECKING, Callable, Sequence
 
 from halucheck.config import MAX_CLAIMS, SUBJECTIVE_FILTER
 from halucheck.engines.base import Request, SamplingParams
 from halucheck.prompts import load as load_prompts
 from halucheck.prompts.untrusted import without_notes
 from halucheck.records import Claim, Cost
+from halucheck.registry import import_path
 from halucheck.text import sentence_spans, word_spans
 from halucheck.arithmetic import numbers_in
+from halucheck.kinds import KINDS
 from halucheck.kinds.calculations import calculations, find_calculations, list_calculations, unseen_calculations
 from halucheck.kinds.results import FinalResult, final_result, is_math_question, result_claim
 
@@ -240,6 +242,21 @@ def extract_claims(engine: "Engine", texts: Sequence[str], contexts: Sequence[st
     return outs
 
 
+@dataclass(frozen=True)
+class Finding:
+    """What a kind's finder is given besides the text: ``cite`` (a bibliography to check citations against),
+    ``sources`` (a corpus to look named documents up in: True, or the names of its documents)."""
+
+    cite: bool = False
+    sources: "bool | SourceNames" = False
+
+
+def finders(reads: str) -> list[tuple[str, Callable[[str, Finding], list[tuple]]]]:
+    """(kind, finder) for the kinds of :data:`halucheck.kinds.KINDS` with a finder that reads ``reads``, in
+    the table's order."""
+    return [(k.name, import_path(k.finder)) for k in KINDS.values() if k.finder and k.reads == reads]
+
+
 @dataclass
 class AnswerClaims:
     """What the claim stage made of one answer: its claims, each with its span in the answer and its kind
@@ -281,8 +298,10 @@ def claims_of_answers(answers: Sequence[tuple[str | None, str, int | None]], eng
     ``calculation`` claims, and its other claims sorted by :func:`math_claims`; an answer with evidence of its
     own to search (``grounded``: a corpus, or the item's context) is one only when its question is a word
     problem on its own (``strict``), and keeps its derived steps as knowledge claims.
-    A failed call fails its whole answer."""
+    The claims found without a model are those of the kinds of :data:`halucheck.kinds.KINDS` that name a finder
+    (:func:`finders`), each run on every answer in the table's order. A failed call fails its whole answer."""
     out = [AnswerClaims() for _ in answers]
+    finding, first, then = Finding(cite, sources), finders("answer"), finders("prose")
     work = []  # (answer index, sentence, needs the filter, context for the extractor)
     prose: dict[int, str] = {}  # each answer's checked text with its code blocks blanked out
     for i, (question, answer, cut) in enumerate(answers):
@@ -290,10 +309,10 @@ def claims_of_answers(answers: Sequence[tuple[str | None, str, int | None]], eng
             out[i].claims = [Claim(answer.strip(), question, "knowledge", 0, len(answer))]
             continue
         text = answer[:cut] if cut else answer
-        blocks = code_blocks(text)
-        for code, s, e in blocks:  # code answering the question: one claim, run against independent solutions
-            out[i].claims.append(Claim(code, question, "code", s, e))
-            text = text[:s] + " " * (e - s) + text[e:]  # the prose around it is read as usual, offsets kept
+        for kind, find in first:  # e.g. code answering the question: one claim, run against independent solutions
+            for block, s, e, *_ in find(text, finding):
+                out[i].claims.append(Claim(block, question, kind, s, e))
+                text = text[:s] + " " * (e - s) + text[e:]  # the prose around it is read as usual, offsets kept
         text = without_notes(text, question)  # a note about the answer itself is no claim of it (the report lists it)
         prose[i] = text
         needs = subjective_filter == "on" or (subjective_filter == "auto" and looks_like_dialogue(text))
@@ -331,8 +350,8 @@ def claims_of_answers(answers: Sequence[tuple[str | None, str, int | None]], eng
         a = out[i]
         if a.error or (a.claims and a.claims[0].kind == "knowledge"):  # failed, or the short-QA claim
             continue
-        calcs = calculations(prose[i])
-        cites = citations(prose[i]) if cite else []
+        tools = {kind: find(prose[i], finding) for kind, find in then}  # the kinds found without a model
+        calcs, cites = tools["calculation"], tools["citation"]
         written = {_calc_key(c[0]) for c in calcs}
         titles = [_words(c[3]) for c in cites]
         kept = [(c, seg) for c, seg in select(found.get(i, [])) if not _restates(c, written)
@@ -341,7 +360,7 @@ def claims_of_answers(answers: Sequence[tuple[str | None, str, int | None]], eng
             a.warning = (f"{len(calcs) + len(kept)} claims found; the first {max_claims} are checked "
                          "(raise --max-claims to check more)")
             kept = kept[:max(0, max_claims - len(calcs))]
-            calcs = calcs[:max_claims]
+            calcs = tools["calculation"] = calcs[:max_claims]
         coded = code_names([c.text for c in a.claims if c.kind == "code"])
         if coded:  # what the answer's code does is the code check's to decide: never guessed closed-book
             kept = [(c, seg) for c, seg in kept if not coded.search(c)]
@@ -358,13 +377,8 @@ def claims_of_answers(answers: Sequence[tuple[str | None, str, int | None]], eng
         else:
             kind = "knowledge"
         a.claims += [Claim(c, None, kind, *locate(c, answer, within=seg)) for c, seg in kept]
-        a.claims += [Claim(text, None, "calculation", s, e) for text, s, e in calcs]
-        a.claims += [Claim(text, None, "citation", s, e) for text, s, e, _ in cites]
-        if sources:
-            from halucheck.verifiers.tools.sources import find_sources
-
-            names = None if sources is True else sources
-            a.claims += [Claim(r.name, None, "source", r.start, r.end) for r in find_sources(prose[i], names)]
+        for kind, spans in tools.items():
+            a.claims += [Claim(text, None, kind, s, e) for text, s, e, *_ in spans]
         a.claims.sort(key=lambda c: c.start)
     return out, filtered + extracted + listed
 
@@ -434,6 +448,32 @@ def code_blocks(text: str) -> list[tuple[str, int, int]]:
     """The fenced code blocks of ``text`` (```` ```python ... ``` ````) as (code, start, end of the fence):
     each becomes a ``code`` claim."""
     return [(m.group(1), m.start(), m.end()) for m in _CODE_BLOCK.finditer(text) if m.group(1).strip()]
+
+
+def found_code(text: str, finding: Finding) -> list[tuple[str, int, int]]:
+    """The finder of kind ``code`` (:data:`halucheck.kinds.KINDS`): :func:`code_blocks`."""
+    return code_blocks(text)
+
+
+def found_calculations(text: str, finding: Finding) -> list[tuple[str, int, int]]:
+    """The finder of kind ``calculation``: :func:`halucheck.kinds.calculations.calculations`."""
+    return calculations(text)
+
+
+def found_citations(text: str, finding: Finding) -> list[tuple[str, int, int, str]]:
+    """The finder of kind ``citation``: :func:`citations`, given a bibliography (``finding.cite``)."""
+    return citations(text) if finding.cite else []
+
+
+def found_sources(text: str, finding: Finding) -> list[tuple[str, int, int]]:
+    """The finder of kind ``source``, given a corpus (``finding.sources``): the documents the answer names as its
+    source (:func:`halucheck.verifiers.tools.sources.find_sources`), as the corpus spells them when it names them."""
+    if not finding.sources:
+        return []
+    from halucheck.verifiers.tools.sources import find_sources
+
+    names = None if finding.sources is True else finding.sources
+    return [(r.name, r.start, r.end) for r in find_sources(text, names)]
 
 
 def citations(text: str) -> list[tuple[str, int, int, str]]:

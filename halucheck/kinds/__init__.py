@@ -4,8 +4,10 @@ claims stage makes claims of these kinds, the pipeline gives each the evidence i
 (``Pipeline.gather_evidence``), routing sends it to its checker (:class:`halucheck.verifiers.cascade.Routed`)
 and the report reads its basis (:func:`halucheck.reports.basis_of`).
 
-Adding a kind: its entry here, its finder (in :mod:`halucheck.claims` or a module of this package) and its
-checker (a registered verifier, :mod:`halucheck.verifiers`); ``records.Kind`` names it.
+Adding a kind: its entry here, naming its finder (``"module:function"``, a function of the answer's text the
+claims stage runs on every answer, in :mod:`halucheck.claims` or a module of this package) and its checker (a
+registered verifier, :mod:`halucheck.verifiers`); nothing else (``records.Kind`` is any name in the table).
+Knowledge, premise and result claims have no finder: the claims stage makes them (their ``found`` says where).
 
 The finders that both the claims stage and a tool check use live here too: :mod:`halucheck.kinds.calculations`
 (``expression = result`` in a text) and :mod:`halucheck.kinds.results` (a math answer's final result).
@@ -37,6 +39,16 @@ class ClaimKind:
     needs: str | None = None
     optional: bool = False
     basis: Literal["evidence", "question"] = "evidence"
+    # "module:function" (imported by the claims stage, :func:`halucheck.claims.claims_of_answers`) that finds its
+    # claims in an answer without a model, ``(text, halucheck.claims.Finding) -> [(claim text, start, end, ...)]``;
+    # None: the claims stage makes them itself (``found`` names where)
+    finder: str | None = None
+    # what the finder reads: the prose (the answer's checked text, notes and ``answer`` kinds' spans blanked out),
+    # or the ``answer``: found first, its spans blanked out of the prose, its claims carrying the question
+    reads: Literal["prose", "answer"] = "prose"
+    # "module:function" (imported on first use by routing, :class:`halucheck.verifiers.cascade.Routed`) that
+    # settles one of its claims without a call, ``(Case) -> Verdict | None`` (None: it goes to its checker)
+    settled_by: str | None = None
 
     def evidence_given(self, options: object) -> EvidenceFrom:
         """What evidence its claims get under ``options`` (``VerifierOptions``): a checker's needs unmet, they go
@@ -45,19 +57,23 @@ class ClaimKind:
 
 
 KINDS: dict[str, ClaimKind] = {k.name: k for k in (
-    ClaimKind("knowledge", "the extractor, one sentence of the answer at a time (claims.claims_of_answers)", "search"),
-    ClaimKind("premise", "a math answer's extracted claim that restates its question (claims.math_claims); "
-              "one the question states is settled without a call (verifiers/tools/premise.py)", "question",
-              basis="question"),
+    ClaimKind("knowledge", "the extractor, one sentence of the answer at a time, and a short answer with its "
+              "question; no finder: made by the claims stage itself (claims.claims_of_answers)", "search"),
+    ClaimKind("premise", "a math answer's extracted claim that restates its question; no finder: sorted out of "
+              "the extractor's claims (claims.math_claims); "
+              "one the question states is settled without a call (settled_by)", "question",
+              basis="question", settled_by="halucheck.verifiers.tools.premise:restated"),
     ClaimKind("calculation", "expression = result written in the answer (kinds.calculations.calculations), and "
-              "those a model lists in a math answer (kinds.calculations.list_calculations)", "none", "arith"),
-    ClaimKind("result", "a math answer's final result (kinds.results.final_result)", "none", "program",
-              optional=True),
+              "those a model lists in a math answer (kinds.calculations.list_calculations, by the claims stage)",
+              "none", "arith", finder="halucheck.claims:found_calculations"),
+    ClaimKind("result", "a math answer's final result (kinds.results.final_result); no finder: only a math "
+              "answer has one (claims.math_claims)", "none", "program", optional=True),
     ClaimKind("citation", "a reference-shaped citation, given a bibliography (claims.citations)", "none", "citation",
-              needs="bibliography"),
-    ClaimKind("code", "a fenced code block (claims.code_blocks)", "none", "code", optional=True),
+              needs="bibliography", finder="halucheck.claims:found_citations"),
+    ClaimKind("code", "a fenced code block (claims.code_blocks)", "none", "code", optional=True,
+              finder="halucheck.claims:found_code", reads="answer"),
     ClaimKind("source", "a corpus document the answer names as its source (verifiers/tools/sources.find_sources)",
-              "named document", "source"),
+              "named document", "source", finder="halucheck.claims:found_sources"),
 )}
 
 # the verifiers that are tools (a verdict of theirs rests on the tool, not a model's judgement)

@@ -15,9 +15,9 @@ from typing import Callable, Sequence
 from halucheck.config import DEFAULT_BAND, VerifierOptions
 from halucheck.errors import ConfigError
 from halucheck.kinds import KINDS
-from halucheck.records import Verdict
+from halucheck.records import Case, Verdict
+from halucheck.registry import import_path
 from halucheck.verifiers.base import OnCall, Verifier, closed_book
-from halucheck.verifiers.tools.premise import restated
 
 
 class Cascade(Verifier):
@@ -82,8 +82,9 @@ class Cascade(Verifier):
 class Routed(Verifier):
     """Claims of a tool-checkable kind go to their checker (the kind's entry in :data:`halucheck.kinds.KINDS`),
     every other claim to ``main``:
-    a calculation is evaluated, never judged by a model; a math answer's premise that its question states is
-    factual without a call (``halucheck.verifiers.tools.premise``; the others go to ``main``); a math answer's
+    a calculation is evaluated, never judged by a model; a claim its kind's ``settled_by`` settles needs no call
+    (a math answer's premise that its question states is factual, ``halucheck.verifiers.tools.premise``; the
+    others go to ``main``); a math answer's
     final result is compared with programs the model writes for the question; code is run against independent
     solutions in the sandbox (where there is no sandbox, with a note, to ``main``); a result for which the
     programs found no majority is settled by its checker as an unsure "factual" (``settle``: not contradicted,
@@ -100,6 +101,9 @@ class Routed(Verifier):
         self.name, self.uses_llm, self.reads_prose = main.name, main.uses_llm, main.reads_prose
         self.checkers: dict[str, Verifier] = {}
         self.unavailable: dict[str, str] = {}  # kind -> why its checker cannot run here
+        # kind -> what settles one of its claims without a call when it can (its entry's ``settled_by``)
+        self.settlers: dict[str, Callable[[Case], Verdict | None]] = {
+            kind.name: import_path(kind.settled_by) for kind in KINDS.values() if kind.settled_by}
         for kind in KINDS.values():
             if kind.checker is None or (kind.needs and not getattr(self.options, kind.needs)):
                 continue  # decided by ``main``
@@ -129,7 +133,8 @@ class Routed(Verifier):
         verdicts: list[Verdict | None] = [None] * len(checks)
         groups: dict[str, list[int]] = {}
         for i, c in enumerate(checks):
-            if c.claim.kind == "premise" and (v := restated(c)) is not None:  # the question states it
+            settle = self.settlers.get(c.claim.kind)
+            if settle is not None and (v := settle(c)) is not None:  # e.g. a premise its question states
                 verdicts[i] = v
                 if on_verdict is not None:
                     on_verdict(i, v)
