@@ -70,12 +70,12 @@ def _profile_help() -> str:
 
 
 PROFILE_HELP = _profile_help()
-VERIFIER_NAMES = ("debate, selfcheck, selfcheck-3shot, judge-likert, prometheus, lynx, consistency, "
+VERIFIER_NAMES = ("direct, probe (one prompt pass per evidence chunk; --head), debate, selfcheck, selfcheck-3shot, "
+                  "judge-likert, prometheus, lynx, consistency, "
                  "collab-cal (Collaborative Calibration: agents answer with a confidence, argue by stance and "
                  "revise; as many agents as eval's --samples, at least 3) or nli; or a cascade: names joined by "
                  "commas (e.g. selfcheck,debate), each later verifier sees only the claims the one before scored "
                  "inside --band.")
-VERIFIER_HELP = f"The verifier (default: {DEFAULT_VERIFIER}): {VERIFIER_NAMES}"
 PROFILE_VERIFIER_HELP = (f"The verifier (default: the profile's `verifier:` in models.yaml, else {DEFAULT_VERIFIER}): "
                          f"{VERIFIER_NAMES}")
 CALIBRATION_HELP = ("Which calibrator maps P(hallucinated): a NAME given to `halucheck calibrate --name`, or a "
@@ -92,7 +92,6 @@ VERIFIER_DEFAULTS = VerifierOptions()  # the verifiers' (eval's --samples)
 Profile = Annotated[Optional[str], typer.Option("--profile", "-p", help=PROFILE_HELP)]
 Role = Annotated[Optional[list[str]], typer.Option("--role", help="ROLE=PROFILE for one role (repeatable).")]
 Config = Annotated[Optional[Path], typer.Option("--config", help="Path to models.yaml.")]
-Verifier = Annotated[str, typer.Option("--verifier", "-v", help=VERIFIER_HELP)]
 # `check` and `run`: None is the profile's own verifier (config.Settings.verifier), resolved by halucheck.checker
 ProfileVerifier = Annotated[Optional[str], typer.Option("--verifier", "-v", help=PROFILE_VERIFIER_HELP)]
 Band = Annotated[Optional[str], typer.Option("--band", help=BAND_HELP)]

@@ -8,7 +8,7 @@ from typing import Optional
 import typer
 
 from halucheck.cli.app import (EVIDENCE_K, VERIFIER_DEFAULTS, Band, Calibration, Command, Config, DebateFlags, Flag,
-                               HeadName, NliModel, Profile, Role, TopK, Verifier, app, band_of, fail, nli_model_of,
+                               HeadName, NliModel, Profile, Role, TopK, ProfileVerifier, app, band_of, fail, nli_model_of,
                                settings_of, with_debate_flags)
 from halucheck.config import MIN_ACCURACY
 from halucheck.errors import HalucheckError
@@ -46,7 +46,7 @@ def eval_cmd(
     corpus: Optional[Path] = typer.Option(
         None, "--corpus", "-c", help="With --data: folder of documents; items without context or evidence get its "
         "top --top-k passages (the index `halucheck run --corpus` uses)."),
-    verifier: Verifier = None,
+    verifier: ProfileVerifier = None,
     band: Band = None,
     split: str = typer.Option("dev", "--split", help="dev (prompt work) or test (reporting only) of the named sets; "
                               "a --data file is never split (all its items are used)."),
@@ -206,7 +206,7 @@ def _eval_user_data(paths: list[Path], limit: Optional[int], corpus: Optional[Pa
 def calibrate_cmd(
     dataset: Optional[list[str]] = typer.Option(None, "--dataset", "-d", help="Labelled set(s) to fit on (its --split)."),
     data: Optional[list[Path]] = typer.Option(None, "--data", help="Your own labelled file(s), as `eval --data`."),
-    verifier: Verifier = None,
+    verifier: ProfileVerifier = None,
     split: str = typer.Option("dev", "--split", help="Split of the named sets to fit on (dev; never test)."),
     limit: Optional[int] = typer.Option(None, "--limit", "-n", help="First N items of each set."),
     target_precision: Optional[float] = typer.Option(None, "--target-precision", help="Threshold: the lowest "
