@@ -115,7 +115,8 @@ KINDS = {"selfcheck": "selfcheck", "selfcheck-cal": "selfcheck, its shipped cali
 
 
 def record(figures: dict, profile: str) -> None:
-    """The test figures of ``probe`` and of ``probe`` without each set, into the shipped head file's provenance."""
+    """The test figures of ``probe``, of ``probe`` without each set and of ``selfcheck`` on the same items, into the
+    shipped head file's provenance."""
     from halucheck.config import Settings
     from halucheck.verifiers.probe.head import Head, shipped_path
 
@@ -131,7 +132,8 @@ def record(figures: dict, profile: str) -> None:
 def summary(dirs: list[Path], n_boot: int = 1000, seed: int = 0, base: str = "selfcheck") -> dict:
     """Per verifier over the sets every verifier was run on: mean BalAcc over sets (each set resampled by group,
     the same resamples for every verifier), pooled AUROC and ECE, seconds a claim; and the paired difference of
-    each verifier's mean BalAcc from selfcheck's."""
+    each verifier's mean BalAcc from ``base``'s. ``selfcheck`` and ``direct`` also appear with their P(hallucinated)
+    through the calibrator the package ships for them."""
     import numpy as np
 
     from halucheck.evaluation.metrics import auroc, balanced_accuracy, ece, percentile_ci
