@@ -72,12 +72,14 @@ class StageOutput:
     prompt_tokens: int = 0
     completion_tokens: int = 0
     calls: int = 0
+    cached_tokens: int = 0  # of prompt_tokens, those the engine served from its prefix cache
 
 
 def cost_of(outputs: Sequence[StageOutput], wall_s: float, failed: int) -> Cost:
     """What a stage's batch spent: its outputs' calls and tokens, its seconds and its failed calls."""
     return Cost(llm_calls=sum(o.calls for o in outputs), prompt_tokens=sum(o.prompt_tokens for o in outputs),
-                completion_tokens=sum(o.completion_tokens for o in outputs), failed_calls=failed, wall_s=wall_s)
+                completion_tokens=sum(o.completion_tokens for o in outputs),
+                cached_tokens=sum(o.cached_tokens for o in outputs), failed_calls=failed, wall_s=wall_s)
 
 
 def sentences(text: str) -> list[Segment]:
@@ -202,7 +204,7 @@ def _run(engine: "Engine", stage: str, schema: dict, inputs: Sequence[dict], key
         value = res.parsed[key] if res.ok else None
         spent = res.attempts > 0  # a reply from the run's cache costs no call and no token now
         out.append(StageOutput(value, res.error, res.prompt_tokens * spent, res.completion_tokens * spent,
-                               res.attempts))
+                               res.attempts, res.cached_tokens * spent))
     return out
 
 
@@ -330,7 +332,8 @@ def claims_of_answers(answers: Sequence[tuple[str | None, str, int | None]], eng
                                extract_sampling)
     math = [i for i, (q, _, _) in enumerate(answers) if i in prose and out[i].error is None
             and is_math_question(q, prose[i], strict=bool(grounded and grounded[i]))]
-    listed = [StageOutput(c.value, c.error, c.cost.prompt_tokens, c.cost.completion_tokens, c.cost.llm_calls)
+    listed = [StageOutput(c.value, c.error, c.cost.prompt_tokens, c.cost.completion_tokens, c.cost.llm_calls,
+                          c.cost.cached_tokens)
               for c in (list_calculations(engine_extract, [prose[i] for i in math]) if math else [])]
     model_calcs: dict[int, list[str]] = {}
     for i, o in zip(math, listed):

@@ -45,6 +45,24 @@ def test_make_queries_keeps_search_words_and_always_the_claim():
     assert out.value == ["Varenholt founding year", "Varenholt was founded in 2009."]
 
 
+def test_a_stages_cost_counts_the_prompt_tokens_the_engine_served_from_its_prefix_cache():
+    from halucheck.claims import cost_of, make_queries
+    from halucheck.engines.fake import FakeEngine
+
+    class Caching(FakeEngine):  # reports, as the transformers engine does, the prompt tokens it reused
+        def _complete(self, requests):
+            results = super()._complete(requests)
+            for r in results:
+                r.cached_tokens = r.prompt_tokens - 3
+            return results
+
+    engine = Caching(responder=lambda r: {"queries": ["Varenholt founding year", "Varenholt staff"]})
+    outs = make_queries(engine, ["Varenholt was founded in 2009.", "Varenholt employs 340 people."])
+    cost = cost_of(outs, 1.0, 0)
+    assert cost.llm_calls == 2 and cost.prompt_tokens > 6
+    assert cost.cached_tokens == cost.prompt_tokens - 6
+
+
 def test_an_answers_claims_are_kept_once_with_their_first_sentence():
     from halucheck.claims import select, units
 
