@@ -301,6 +301,30 @@ def test_prefix_reuse_gives_the_features_of_fresh_passes(tiny):
     assert abs(logits[ex.yes_id] - want[0].yes) < 5e-2
 
 
+def test_batched_passes_give_each_prompt_the_features_of_its_own_pass(tiny, monkeypatch):
+    claims = ["The bridge was built in 1871.", "The bridge was painted silver in 1902.", "Carts crossed it in 1960.",
+              "The market opens every Saturday and sells apples from the orchard in the valley."]
+    prompts = [messages(DOC, c) for c in claims] + [messages(OTHER_DOC, "The parade starts at noon.")]
+    alone = Extractor(tiny, batch=1)
+    want = []
+    for p in prompts:
+        alone.forget()
+        want += alone.features([p])
+    calls = []
+    forward = tiny.hf_model.model.forward
+    monkeypatch.setattr(tiny.hf_model.model, "forward", lambda *a, **k: calls.append(k["input_ids"].shape) or forward(*a, **k))
+    ex = Extractor(tiny, batch=8)
+    got = ex.features(prompts)
+    assert len(calls) == 2  # the shared start once, then the five prompts' own parts in one pass
+    assert calls[1][0] == 5
+    for a, b in zip(got, want):
+        _same(a, b)
+    # the shared start (instructions) was computed once: the five prompts' tokens minus four copies of it
+    shared = calls[0][1]
+    assert ex.computed_tokens == sum(f.tokens for f in got) - 4 * shared
+    assert [f.cached for f in got].count(0) == 1
+
+
 def test_the_same_prompt_again_reuses_all_but_its_last_token(tiny):
     p = messages(OTHER_DOC, "The parade is in winter.")
     ex = Extractor(tiny)

@@ -2,8 +2,12 @@
 logits of the reply's first token "Yes" / "No" (the direct verdict).
 
 Only the embedded ``transformers`` engine gives hidden states; :func:`extractor_for` says so in one line for any
-other engine. Passes are prefill only; a pass that starts like the previous one (the claims about one evidence
-chunk) computes only what follows their common token prefix, from the previous pass's KV.
+other engine. Passes are prefill only and batched: prompts are sorted so that alike starts are neighbours, and
+up to ``batch`` of them (at most :data:`BATCH_TOKENS` tokens to compute) run in one forward pass. Their common
+token prefix (the instructions; the evidence chunk, when several claims share it) is computed once, from the
+previous batch's KV where that starts the same way, and each prompt's own rest follows it, right-padded: a
+token attends only to the tokens before it (causal attention), so padding after a prompt's last token changes
+nothing it computes, and its features are read at its own last token.
 
 :class:`FeatureStore` keeps what a pass yields, keyed by content (model, :data:`~.prompt.RECIPE`, the prompt's
 tokens; ``halucheck.store.features``): a killed extraction continues where it stopped, and a prompt seen before costs
@@ -31,6 +35,9 @@ if TYPE_CHECKING:
 
 # Fewer shared tokens than this are computed again rather than copied from the previous pass's KV.
 MIN_REUSE = 32
+# Prompts per forward pass, and the most tokens a pass computes past their shared start (bounds its activations).
+BATCH = 8
+BATCH_TOKENS = 4096
 YES, NO = "Yes", "No"
 
 
@@ -103,8 +110,9 @@ def extractor_for(engine: "Engine", store: FeatureStore | None = None, purpose: 
 class Extractor:
     """Prompt passes on an embedded engine's model (its weights and tokenizer, not its decode loop)."""
 
-    def __init__(self, engine: "Engine", store: FeatureStore | None = None) -> None:
+    def __init__(self, engine: "Engine", store: FeatureStore | None = None, batch: int = BATCH) -> None:
         self.engine = engine
+        self.batch = max(1, int(batch))
         self.store = store
         self.model_id = model_identity(engine)
         tok = engine.tokenizer
@@ -135,49 +143,102 @@ class Extractor:
         done = len(ids) - len(todo)
         if progress:
             progress(done, len(ids))
-        computed: dict[str, Features] = {}
+        first: dict[str, int] = {}  # the same prompt twice in one call is computed once
         for n in sorted(todo, key=lambda n: ids[n]):  # alike starts next to each other
-            if keys[n] in computed:  # the same prompt twice in one call
-                out[n] = computed[keys[n]]
-            else:
-                out[n] = computed[keys[n]] = self._pass(ids[n])
+            first.setdefault(keys[n], n)
+        for batch in self._batches([ids[n] for n in first.values()], list(first.values())):
+            for n, f in zip(batch, self._passes([ids[n] for n in batch])):
+                out[n] = f
                 if self.store is not None:
-                    f = out[n]
                     self.store.put(keys[n], FeatureRow(f.hidden, f.yes, f.no, f.tokens))
                     self.stored += 1
-            done += 1
+            done += len(batch)
             if progress:
                 progress(done, len(ids))
+        for n, k in enumerate(keys):
+            if out[n] is None:
+                out[n] = out[first[k]]
+                done += 1
+        if progress and done > len(ids) - len(todo) and todo:
+            progress(len(ids), len(ids))
         return out  # type: ignore[return-value]
 
+    def _batches(self, ids: list[list[int]], order: list[int]) -> list[list[int]]:
+        """``order`` (prompt numbers, sorted by their tokens ``ids``) cut into batches of at most ``self.batch``
+        neighbours whose own parts, past the start they share, come to at most :data:`BATCH_TOKENS` tokens."""
+        out: list[list[int]] = []
+        current: list[int] = []
+        start: list[int] = []
+        longest = 0
+        for n, t in zip(order, ids):
+            if current:
+                shared = min(len(start), common_prefix(start, t))
+                wide = max(longest, len(t))
+                if len(current) < self.batch and (len(current) + 1) * (wide - shared) <= BATCH_TOKENS:
+                    current.append(n)
+                    start, longest = start[:shared], wide
+                    continue
+                out.append(current)
+            current, start, longest = [n], list(t), len(t)
+        if current:
+            out.append(current)
+        return out
+
     def _pass(self, ids: list[int]) -> Features:
+        return self._passes([ids])[0]
+
+    def _passes(self, batch: list[list[int]]) -> list[Features]:
+        """One forward pass over ``batch``: their shared start once (from the previous pass's KV as far as it
+        goes), then each prompt's own rest, right-padded. One prompt alone: all of it but its last token is its
+        shared start, so the next pass that starts like it reuses it all."""
         import torch
+        from transformers import DynamicCache
 
         model = self.engine.hf_model
+        shared = min(min(common_prefix(batch[0], t) for t in batch), min(len(t) for t in batch) - 1)
+        head = batch[0][:shared]
         with self._lock, torch.inference_mode():
             torch.set_num_threads(self.engine.threads)
-            past, start = None, 0
+            past, start = DynamicCache(), 0
             if self._last is not None:
                 prev_ids, prev_kv = self._last
-                common = min(common_prefix(prev_ids, ids), len(ids) - 1)
+                common = common_prefix(prev_ids, head) if len(batch) > 1 else min(
+                    common_prefix(prev_ids, batch[0]), len(batch[0]) - 1)
                 if common >= MIN_REUSE:
                     past = copy.deepcopy(prev_kv)
                     past.crop(common - past.get_seq_length())  # a negative count: the tokens to drop
                     start = common
-            if past is None:
-                from transformers import DynamicCache
-
-                past = DynamicCache()
-            out = model.model(input_ids=torch.tensor([ids[start:]]), cache=past, use_cache=True,
-                              output_hidden_states=True)
-            hidden = torch.stack([h[0, -1] for h in out.hidden_states]).float()
-            logits = model.lm_head(out.last_hidden_state[:, -1]).float()[0]
-            self._last = (ids, past)  # the cache object was filled in place
-        self.passes += 1
-        self.computed_tokens += len(ids) - start
-        self.reused_tokens += start
-        return Features(hidden.numpy().astype(np.float16), float(logits[self.yes_id]), float(logits[self.no_id]),
-                        tokens=len(ids), cached=start)
+            if len(batch) == 1:
+                out = model.model(input_ids=torch.tensor([batch[0][start:]]), cache=past, use_cache=True,
+                                  output_hidden_states=True)
+                states = [torch.stack([h[0, -1] for h in out.hidden_states])]
+                lasts = out.last_hidden_state[:, -1]
+                self._last = (batch[0], past)  # the cache object was filled in place
+            else:
+                if shared > start:  # the rest of the shared start, once
+                    model.model(input_ids=torch.tensor([head[start:]]), cache=past, use_cache=True)
+                self._last = (head, copy.deepcopy(past))
+                if shared:
+                    past.batch_repeat_interleave(len(batch))
+                else:
+                    past = None
+                rests = [t[shared:] for t in batch]
+                width = max(len(r) for r in rests)
+                pad = self.engine.pad_id if getattr(self.engine, "pad_id", None) is not None else 0
+                ids = torch.tensor([r + [pad] * (width - len(r)) for r in rests])
+                out = model.model(input_ids=ids, cache=past, use_cache=past is not None, output_hidden_states=True)
+                states = [torch.stack([h[i, len(r) - 1] for h in out.hidden_states]) for i, r in enumerate(rests)]
+                lasts = torch.stack([out.last_hidden_state[i, len(r) - 1] for i, r in enumerate(rests)])
+            hidden = torch.stack(states).float()  # (prompts, layers + 1, width)
+            logits = model.lm_head(lasts).float()
+        computed = (sum(len(t) for t in batch) - start - (len(batch) - 1) * shared) if len(batch) > 1 else \
+            len(batch[0]) - start
+        self.passes += len(batch)
+        self.computed_tokens += computed
+        self.reused_tokens += sum(len(t) for t in batch) - computed
+        reused = [start] + [shared] * (len(batch) - 1)  # the first computes the shared start, the others reuse it
+        return [Features(h.numpy().astype(np.float16), float(lg[self.yes_id]), float(lg[self.no_id]),
+                         tokens=len(t), cached=c) for h, lg, t, c in zip(hidden, logits, batch, reused)]
 
     def forget(self) -> None:
         """Drop the previous pass's KV (its memory)."""
