@@ -10,8 +10,10 @@ The model's queries are kept in WORKDIR/queries-<set>.json, so a stopped run goe
 
     python scripts/query_recall.py --workdir /tmp/halucheck-qrecall [-p cpu-1.5b] [-d factcheck-gpt,halueval-qa] [-n 60]
 
-Prints, per set, recall@k both ways with a paired bootstrap interval of the difference, and the calls and tokens
-the queries cost. Exits 0 with a note when the datasets are absent.
+Prints, per set, recall@k both ways with a paired bootstrap interval of the difference, the calls and tokens the
+queries cost, and a rule that asks the model only for claims the claim's own search serves poorly: recall and model
+calls when queries are written only for claims whose best passage (of the claim's own top k) holds less than t of
+the claim's content words. Exits 0 with a note when the datasets are absent.
 """
 
 from __future__ import annotations
@@ -29,6 +31,12 @@ sys.path.insert(0, str(REPO))
 
 def norm(text: str) -> str:
     return " ".join(text.split())
+
+
+def words(text: str) -> set[str]:
+    from halucheck.coverage import content_words
+
+    return {w.norm for w in content_words(text)}
 
 
 def main() -> None:
@@ -90,7 +98,7 @@ def main() -> None:
                     spent["completion_tokens"] += o.completion_tokens
                 cache.write_text(json.dumps(written, indent=1))
         ways = {"claim alone": [[c] for c in claims], "with the model's queries": [written.get(c, [c]) for c in claims]}
-        found = {}
+        found, cover = {}, []
         with Index.open(db) as index:
             for way, queries in ways.items():
                 flat = [q for qs in queries for q in qs]
@@ -101,17 +109,27 @@ def main() -> None:
                     pos += len(qs)
                     gold = [norm(g) for g in it.evidence]
                     hit.append(any(norm(e.text) in g or g in norm(e.text) for e in top for g in gold))
+                    if way == "claim alone":  # how much of the claim its best passage holds, word by word
+                        want = words(qs[0])
+                        cover.append(max((len(want & words(e.text)) / len(want) for e in top), default=0.0)
+                                     if want else 1.0)
                 found[way] = np.array(hit, dtype=float)
         a, b = found["claim alone"], found["with the model's queries"]
         boots = bootstrap_indices(len(a))
         lo, hi = percentile_ci([float(b[i].mean() - a[i].mean()) for i in boots])
+        cover = np.array(cover)
+        policy = {}
+        for t in (0.5, 0.67, 0.8, 1.0):  # the model writes queries only for claims their best passage covers less
+            ask = cover < t
+            policy[str(t)] = {"recall": round(float(np.where(ask, b, a).mean()), 3), "model_calls": int(ask.sum())}
         queries_per = np.mean([len(q) - 1 for q in ways["with the model's queries"]])
         print(json.dumps({"set": name, "items": len(items), "k": args.k, "recall_claim_alone": round(a.mean(), 3),
                           "recall_with_queries": round(b.mean(), 3), "difference": round(b.mean() - a.mean(), 3),
                           "difference_ci": [round(lo, 3), round(hi, 3)],
                           "only_with_queries": int(((b == 1) & (a == 0)).sum()),
                           "only_claim_alone": int(((a == 1) & (b == 0)).sum()),
-                          "model_queries_per_claim": round(float(queries_per), 2), "spent_now": spent}))
+                          "model_queries_per_claim": round(float(queries_per), 2),
+                          "queries_only_below_coverage": policy, "spent_now": spent}))
     if pool is not None:
         pool.close()
 
