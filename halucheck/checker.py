@@ -24,7 +24,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Union
 
-from halucheck.config import (DEFAULT_BAND, EVIDENCE_K, MAX_CLAIMS, SUBJECTIVE_FILTER, SUBJECTIVE_FILTERS, DebateConfig,
+from halucheck.config import (DEFAULT_BAND, EVIDENCE_K, MAX_CLAIMS, QUERY_RULE, QUERY_RULES, SUBJECTIVE_FILTER,
+                              SUBJECTIVE_FILTERS, DebateConfig,
                               RunOptions, Settings, VerifierOptions, nli_model_path, parse_band,
                               parse_role_overrides)
 from halucheck.errors import ConfigError, InputError
@@ -318,14 +319,17 @@ class Checker:
             index: PathLike | None = None, use_context: bool = True, subjective_filter: str = SUBJECTIVE_FILTER,
             top_k: int = EVIDENCE_K, max_claims: int = MAX_CLAIMS, bibliography: PathLike | None = None,
             restart: bool = False, progress: bool | Progress = False,
-            cluster: ClusterOptions | None = None) -> RunResult:
+            cluster: ClusterOptions | None = None, queries: str = QUERY_RULE) -> RunResult:
         """`halucheck run` over ``items``: a JSONL or CSV file of answers, or answers as dicts with the same
         fields (``id``, ``answer``, ``question``, ``context``). ``out``: the run folder (default: ``runs/<file
         name>`` for a file, a new temporary folder for dicts, which are kept there as ``items.jsonl``). Run again
         with the same arguments, a run resumes. ``progress``: True for bars on stderr, or a tqdm-like factory;
-        ``cluster``: run the answers in shards on Ray (:class:`halucheck.cluster.ClusterOptions`)."""
+        ``cluster``: run the answers in shards on Ray (:class:`halucheck.cluster.ClusterOptions`); ``queries``: which
+        claims get model-written search queries in corpus mode (:data:`halucheck.config.QUERY_RULES`)."""
         from halucheck.pipeline import Pipeline
 
+        if queries not in QUERY_RULES:
+            raise ConfigError(f"--queries must be {', '.join(QUERY_RULES[:-1])} or {QUERY_RULES[-1]}, not {queries!r}")
         if subjective_filter not in SUBJECTIVE_FILTERS:
             raise ConfigError(f"--filter must be {', '.join(SUBJECTIVE_FILTERS[:-1])} or {SUBJECTIVE_FILTERS[-1]}, "
                               f"not {subjective_filter!r}")
@@ -344,7 +348,8 @@ class Checker:
         opts = RunOptions(
             input=input_path, out=out_dir, corpus=Path(corpus) if corpus is not None else None,
             index=Path(index) if index is not None else None, use_context=use_context,
-            subjective_filter=subjective_filter, top_k=top_k, max_claims=max_claims, debate=self.options.debate,
+            subjective_filter=subjective_filter, top_k=top_k, max_claims=max_claims, queries=queries,
+            debate=self.options.debate,
             verifier=self.verifier, band=self.options.band, nli_model=self.options.nli_model,
             bibliography=Path(bibliography) if bibliography is not None else None, head=self.options.head,
             calibration=self.calibration)

@@ -523,6 +523,14 @@ def search_query(text: str) -> str:
     return text
 
 
+def queries_where(ask: Sequence[bool], claims: Sequence[str], engine: Callable[[], "Engine"],
+                  sampling: SamplingParams = QUERY_SAMPLING) -> list[StageOutput]:
+    """Search queries for the claims ``ask`` marks (:func:`make_queries`; ``engine()`` is called only then); every
+    other claim is searched by its own words."""
+    asked = iter(make_queries(engine(), [c for c, a in zip(claims, ask) if a], sampling) if any(ask) else [])
+    return [next(asked) if a else StageOutput(value=[c]) for c, a in zip(claims, ask)]
+
+
 def make_queries(engine: "Engine", claims: Sequence[str],
                  sampling: SamplingParams = QUERY_SAMPLING) -> list[StageOutput]:
     """Two search queries per claim (FacTool); on failure the claim itself is the query."""

@@ -413,6 +413,16 @@ MAX_CLAIMS = 64
 """Claims checked per answer at most (``run --max-claims``): an answer with more keeps the first ones and
 says so in a warning."""
 
+QUERY_RULES = ("auto", "model", "claim")
+QUERY_RULE = "model"
+"""Which claims get search queries written by the model in corpus mode (``run --queries``): ``model`` every claim
+(FacTool's step; the claim's own words are always searched too), ``claim`` none (the claim's own words only, as in
+RAG mode), ``auto`` only the claims whose own words find no passage holding :data:`QUERY_COVERAGE` of their content
+words (``halucheck.evidence.EvidenceSources.needs_queries``)."""
+QUERY_COVERAGE = 0.67
+"""``--queries auto``: a claim whose best passage of its own top k holds at least this share of its content words
+has its evidence without model-written queries."""
+
 SUBJECTIVE_FILTERS = ("auto", "on", "off")
 SUBJECTIVE_FILTER = "auto"
 """Whether subjective sentences are removed before claim extraction (``run --filter``): ``on``, ``off``, or
@@ -512,6 +522,7 @@ class RunOptions:
     subjective_filter: str = SUBJECTIVE_FILTER  # one of SUBJECTIVE_FILTERS
     top_k: int = EVIDENCE_K  # evidence passages per claim
     max_claims: int = MAX_CLAIMS
+    queries: str = QUERY_RULE  # one of QUERY_RULES
     debate: DebateConfig = field(default_factory=DebateConfig)
     verifier: str = DEFAULT_VERIFIER  # a registered verifier, or a cascade such as "selfcheck,debate"
     band: tuple[float, float] = DEFAULT_BAND  # a cascade's uncertainty band on P(hallucinated)
@@ -533,6 +544,7 @@ class RunOptions:
             "corpus": str(self.corpus.resolve()) if self.corpus else None,
             "use_context": self.use_context, "filter": self.subjective_filter, "top_k": self.top_k,
             "max_claims": self.max_claims, "debate": asdict(self.debate), "profiles": profiles,
+            **({"queries": self.queries} if self.queries != "model" else {}),  # runs made before the option resume
             **({"verifier": self.verifier, "band": list(self.band) if "," in self.verifier else None}
                if self.verifier != "debate" else {}),
             **({"bibliography": _file_identity(self.bibliography)} if self.bibliography else {}),

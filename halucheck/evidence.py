@@ -13,7 +13,7 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Sequence
 
-from halucheck.config import index_path
+from halucheck.config import QUERY_COVERAGE, index_path
 from halucheck.records import Evidence
 from halucheck.store.rows import ClaimRow
 
@@ -38,6 +38,7 @@ class EvidenceSources:
         self._names = None
         self._document: tuple[str, object] | None = None
         self._context: tuple[int, object] | None = None
+        self._searched: dict[str, list[Evidence]] = {}  # query -> corpus hits, within one batch of claims
         # a claim with a context gets every passage of it, in order, not its top k (a verifier that reads all of its
         # evidence in chunks, in RAG mode)
         self.whole_context = False
@@ -107,6 +108,35 @@ class EvidenceSources:
                 break
         return out
 
+    def needs_queries(self, statements: Sequence[str], rule: str, coverage: float = QUERY_COVERAGE) -> list[bool]:
+        """Whether each claim gets search queries written by the model (``run --queries``, :data:`halucheck.config.
+        QUERY_RULES`): never without a corpus (its words search its own context); with ``auto``, only a claim whose
+        own words find, among their top k in the corpus, no passage holding ``coverage`` of its content words."""
+        corpus = self.corpus()
+        if corpus is None or rule == "claim" or not statements:
+            return [False] * len(statements)
+        if rule == "model":
+            return [True] * len(statements)
+        from halucheck.coverage import content_words
+
+        def words(text: str) -> set[str]:
+            return {w.norm for w in content_words(text)}
+
+        out = []
+        for statement, hits in zip(statements, self._search(corpus, list(statements))):
+            want = words(statement)
+            best = max((len(want & words(h.text)) / len(want) for h in hits), default=0.0) if want else 1.0
+            out.append(best < coverage)
+        return out
+
+    def _search(self, corpus, queries: list[str]) -> list[list[Evidence]]:
+        """The corpus's top k for each query; a query searched before in this batch of claims is not searched again
+        (:meth:`needs_queries` searches each claim's own words, which :meth:`find` searches too)."""
+        todo = [q for q in queries if q not in self._searched]  # in order, repeats kept: one embedding batch as before
+        found = dict(zip(todo, corpus.search_many(todo, k=self.top_k))) if todo else {}
+        self._searched.update(found)
+        return [self._searched[q] for q in queries]
+
     def find(self, claims: Sequence[ClaimRow], queries: dict[str, list[str]], answers: dict[int, str],
              contexts: dict[int, str | None]) -> dict[str, list[Evidence]]:
         """Each claim's top-k evidence for its queries (claim_id -> passages), searched where it belongs:
@@ -119,7 +149,7 @@ class EvidenceSources:
         corpus = self.corpus()
         if corpus is not None and searched:
             flat = [q for cid, _ in searched for q in queries[cid]]
-            hits = corpus.search_many(flat, k=self.top_k)
+            hits = self._search(corpus, flat)
             pos = 0
             for cid, _ in searched:
                 found[cid] += hits[pos:pos + len(queries[cid])]
@@ -131,6 +161,7 @@ class EvidenceSources:
                     whole[cid] = list(self.context(idx, contexts[idx]).passages)
                 elif contexts.get(idx):
                     found[cid] += self.context(idx, contexts[idx]).search_many(queries[cid], k=self.top_k)
+        self._searched = {}  # the next batch's claims start afresh (bounded memory)
         return {cid: whole.get(cid) or fuse(ranked, self.top_k) for cid, ranked in found.items()}
 
     def refresh(self, store: "RunStore", out: Path, log: Callable[[str], None]) -> dict | None:

@@ -188,15 +188,15 @@ class Pipeline:
         self.evidence.whole_context = rag and getattr(self.verifier.main, "whole_evidence", False)
         if rag and not any(contexts.get(r.item_idx) for r in rows):
             self.log("note: no --corpus and no context in the input: claims are judged without evidence")
-        engine_q = None if rag else self.engines.engine_for("query")  # not made (loaded) when no query is written
         had_errors = self.store.claims_with_errors()
         bar = self.progress(total=len(rows), desc="evidence ", unit="claim")
         for start in range(0, len(rows), self.opts.batch_items * 4):
             chunk = rows[start:start + self.opts.batch_items * 4]
             t0 = time.perf_counter()
             statements = [r.claim.statement for r in chunk]
-            outs = [claim_stages.StageOutput(value=[s]) for s in statements] if rag else claim_stages.make_queries(
-                engine_q, statements, self.settings.sampling("query", claim_stages.QUERY_SAMPLING))
+            outs = claim_stages.queries_where(  # the query engine is made (loaded) only when a query is written
+                self.evidence.needs_queries(statements, self.opts.queries), statements,
+                lambda: self.engines.engine_for("query"), self.settings.sampling("query", claim_stages.QUERY_SAMPLING))
             # a claim whose queries failed is not searched with a fallback: it stays without evidence and
             # is tried again, so a rerun gives the same evidence a clean run would have
             queries = {row.claim_id: o.value for row, o in zip(chunk, outs) if not o.error}

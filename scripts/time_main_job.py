@@ -2,7 +2,10 @@
 """The README's main job, timed with the embedded engine's prefix reuse off ("before") and on ("after").
 
     python scripts/time_main_job.py [--profile cpu-1.5b] [--corpus corpora/demo/docs]
-        [--input corpora/demo/answers.jsonl] [--only off|on] [--keep DIR]
+        [--input corpora/demo/answers.jsonl] [--only off|on] [--keep DIR] [--queries auto]
+
+``--queries RULE`` is given to the "on" run only (``run --queries``: which claims get model-written search
+queries); the "off" run writes them for every claim, as runs did before the option.
 
 Each run is ``halucheck run --corpus C --input I --out DIR -p PROFILE`` in its own process, from a cold start:
 its own empty cache folder (``HALUCHECK_HOME``; the converted weights are linked in, so nothing is converted
@@ -50,6 +53,8 @@ def run_once(mode: str, args: argparse.Namespace, work: Path) -> dict:
     out = work / f"out-{mode}"
     cmd = [sys.executable, "-c", "from halucheck.cli import main; main()", "run", "--corpus", str(args.corpus),
            "--input", str(args.input), "--out", str(out), "-p", args.profile, "--config", str(config_path)]
+    if mode == "on" and args.queries:
+        cmd += ["--queries", args.queries]
     env = dict(os.environ, HALUCHECK_HOME=str(home), OMP_WAIT_POLICY="PASSIVE")
     env.pop("HALUCHECK_INDEX", None)
     print(f"[{mode}] {' '.join(cmd[3:])}", flush=True)
@@ -79,13 +84,18 @@ def _stage_stats(out: Path) -> dict:
         return {}
     con = duckdb.connect(str(db), read_only=True)
     try:
-        calls, prompt, cached = con.execute(
-            "SELECT sum(calls), sum(prompt_tokens), sum(cached_tokens) FROM stage_stats").fetchone()
+        rows = con.execute("SELECT stage, sum(calls), sum(prompt_tokens), sum(cached_tokens), sum(completion_tokens), "
+                           "sum(wall_s) FROM stage_stats GROUP BY stage ORDER BY min(rowid)").fetchall()
     except duckdb.Error:
         return {}
     finally:
         con.close()
-    return {"llm_calls": int(calls or 0), "prompt_tokens": int(prompt or 0), "reused_tokens": int(cached or 0)}
+    stages = {stage: {"calls": int(c or 0), "prompt_tokens": int(p or 0), "reused_tokens": int(r or 0),
+                      "computed_tokens": int((p or 0) - (r or 0)), "generated_tokens": int(g or 0),
+                      "wall_s": round(float(w or 0), 1)} for stage, c, p, r, g, w in rows}
+    total = {k: sum(st[k] for st in stages.values())
+             for k in ("calls", "prompt_tokens", "reused_tokens", "computed_tokens", "generated_tokens")}
+    return {"llm_calls": total.pop("calls"), **total, "stages": stages}
 
 
 def main() -> None:
@@ -96,6 +106,7 @@ def main() -> None:
     ap.add_argument("--config", default=None, help="models.yaml to start from (default: halucheck's own lookup)")
     ap.add_argument("--only", choices=["off", "on"], help="one run only")
     ap.add_argument("--keep", type=Path, help="keep the runs' folders here (default: a temporary folder, removed)")
+    ap.add_argument("--queries", default=None, help="`run --queries` for the \"on\" run (auto, model, claim)")
     args = ap.parse_args()
     work = Path(tempfile.mkdtemp(prefix="halucheck-time-")) if args.keep is None else args.keep
     work.mkdir(parents=True, exist_ok=True)

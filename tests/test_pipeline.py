@@ -213,6 +213,29 @@ def test_rag_mode_writes_no_queries_a_claim_is_searched_for_with_its_own_stateme
     assert claims["The Eiffel Tower is in Berlin."]["factuality"] is False
 
 
+@pytest.mark.parametrize("rule", ["model", "auto", "claim"])
+def test_with_a_corpus_the_query_rule_decides_which_claims_get_model_written_queries(tmp_path, engine, fake_embeddings,
+                                                                                    rule):
+    """``--queries``: ``model`` writes queries for every claim, ``claim`` for none, ``auto`` only for a claim whose
+    own words find no passage holding most of them (here the Berlin claim: the corpus says nothing of Berlin nor
+    of 1887, while "completed in 1889" is in it word for word)."""
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "paris.txt").write_text(CONTEXT + "\n")
+    answers = [{"id": "tower", "answer": "The Eiffel Tower is in Berlin. It was completed in 1889."},
+               {"id": "year", "answer": "The Eiffel Tower construction was completed in 1889."}]
+    summary, results = run(tmp_path, write_input(tmp_path, answers), corpus=docs, index=tmp_path / "ix.duckdb",
+                           queries=rule, verifier="selfcheck")
+    asked = [r for r in engine["engine"].requests if r.tag.endswith(":queries")]
+    claims = {c["text"]: c for r in results for c in r["claims"]}
+    assert len(claims) == 3
+    by_model = {text for text, c in claims.items() if c["queries"] != [text]}
+    want = {"model": set(claims), "claim": set(), "auto": {"The Eiffel Tower is in Berlin."}}[rule]
+    assert by_model == want
+    assert len(asked) == summary["stages"]["queries"]["llm_calls"] == len(want)
+    assert all(c["evidence"] for c in claims.values())  # every claim is searched, with or without model queries
+
+
 def test_aggregation_rule():
     agg = aggregate([{"factuality": True, "confidence": 0.9, "error_severity": 0},
                      {"factuality": False, "confidence": 0.8, "error_severity": 2},

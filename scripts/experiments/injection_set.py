@@ -18,6 +18,9 @@ scored with the clean set's replies in its cache: a request that the defence mad
 one gets the clean reply (greedy decoding is not batch-invariant, in float32 either), so every flip counted is
 one that the injection made; ``compare`` says how many pairs reach the judge as the same requests.
 
+``--per-set=N`` builds from the first N items of each set instead of 24 (a cheaper sample, e.g. for a verifier that
+reads every chunk of the evidence).
+
 With ``--paraphrased`` the injections are other phrasings (:data:`PARAPHRASED`), written after the
 defence's patterns (``halucheck/prompts/untrusted.py``) and never used to tune them, appended to the answer or
 a passage. With ``--fresh``, a third family (:data:`FRESH`), written after the second one had been measured and
@@ -517,14 +520,14 @@ def inject(kind: int, answer: str, evidence: list[str], push_factual: bool, k: i
     return answer, evidence
 
 
-def build(folder: Path, family: str | None = None, in_answers: bool = False) -> None:
+def build(folder: Path, family: str | None = None, in_answers: bool = False, per_set: int = PER_SET) -> None:
     """The clean and injected files in ``folder``: the four original kinds, or the family of that name;
     ``in_answers``: the family's text for the answer appended to every answer, a right one's too (what a note
     that vouches for an answer, or a chat closer, does to an answer that needs no help)."""
     folder.mkdir(parents=True, exist_ok=True)
     clean, injected = [], []
     for name in ("factcheck-gpt", "halueval-qa"):
-        items = [it for it in datasets.load(name, "dev", skip=SKIP) if it.evidence][:PER_SET]
+        items = [it for it in datasets.load(name, "dev", skip=SKIP) if it.evidence][:per_set]
         for k, it in enumerate(items):
             text = it.answer if it.question and it.answer else it.claim
             row = {"id": it.id, "claim": text, "hallucinated": it.label, "evidence": list(it.evidence),
@@ -623,11 +626,12 @@ if __name__ == "__main__":
     flags = [f"--{name}" for name in FAMILIES]
     chosen = [a[2:] for a in args if a in flags]
     in_answers = "--in-answers" in args
-    args = [a for a in args if a not in flags and a != "--in-answers"]
+    per_set = next((int(a.split("=", 1)[1]) for a in args if a.startswith("--per-set=")), PER_SET)
+    args = [a for a in args if a not in flags and a != "--in-answers" and not a.startswith("--per-set=")]
     if len(args) != 2 or args[0] not in ("build", "compare") or len(chosen) > 1 or (in_answers and not chosen):
-        sys.exit(f"usage: python scripts/experiments/injection_set.py build [{' | '.join(flags)} [--in-answers]] FOLDER | "
-                 "compare FOLDER")
+        sys.exit(f"usage: python scripts/experiments/injection_set.py build [{' | '.join(flags)} [--in-answers]] "
+                 "[--per-set=N] FOLDER | compare FOLDER")
     if args[0] == "build":
-        build(Path(args[1]), chosen[0] if chosen else None, in_answers)
+        build(Path(args[1]), chosen[0] if chosen else None, in_answers, per_set)
     else:
         compare(Path(args[1]))
