@@ -120,3 +120,37 @@ def test_the_working_of_a_math_answer_is_no_claim(text, working):
     from halucheck.claims import is_working
 
     assert is_working(text) is working
+
+
+@pytest.mark.parametrize("sentence, simple", [
+    ("The Limnos Station is powered by a small wind turbine.", True),
+    ("Varenholt employs about 340 people.", True),
+    ("Argentina has won the FIFA world cup once.", True),
+    ("It opened in Stockholm in 2014.", False),  # needs the sentences before it
+    ("Varenholt makes sensors and calibration kits.", False),  # two claims
+    ("The AquaProbe 3, launched in 2021, weighs 410 grams.", False),
+    ("Paris.", False),  # no statement
+    ("Varenholt employs about 340 people", False),  # not ended: a cut answer
+    ("I think Varenholt employs about 340 people.", False),  # a person speaking
+    ("Varenholt employs about 340 people in Tampere and roughly 60 more in Oulu today.", False),
+])
+def test_a_simple_statement_is_one_claim_as_it_stands(sentence, simple):
+    from halucheck.claims import is_simple_statement
+
+    assert is_simple_statement(sentence) is simple
+
+
+def test_a_simple_sentence_is_its_own_claim_and_the_others_are_extracted_in_the_answers_order():
+    from halucheck.claims import claims_of_answers
+    from halucheck.engines.fake import FakeEngine
+
+    engine = FakeEngine(responder=lambda r: {"claims": ["Varenholt was founded in 2009 by Aino Lehtola."]})
+    answer = ("Varenholt was founded in 2009, by Aino Lehtola. The Limnos Station is powered by a small wind turbine.")
+    made, _ = claims_of_answers([("Tell me about Varenholt.", answer, None)], engine, engine, subjective_filter="off")
+    extract_calls = [r for r in engine.requests if r.tag == "claims:extract"]
+    assert len(extract_calls) == 1 and "founded" in extract_calls[0].messages[-1]["content"]
+    claims = made[0].claims
+    assert [c.text for c in claims] == ["Varenholt was founded in 2009 by Aino Lehtola.",
+                                        "The Limnos Station is powered by a small wind turbine."]
+    assert answer[claims[1].start:claims[1].end] == "The Limnos Station is powered by a small wind turbine."
+    assert claims[1].question is None and claims[1].kind == "knowledge"

@@ -89,16 +89,19 @@ def extract(engine: "Engine", responses: Sequence[Response], settings: "Settings
     from halucheck import claims as stages
 
     sampling = settings.sampling("extractor", stages.EXTRACT_SAMPLING) if settings else stages.EXTRACT_SAMPLING
-    work = []
+    work, units = [], []
     for r in responses:
         if r.question and stages.is_short_answer(r.text):
             r.extracted = [f"{r.question} {r.text.strip()}"]
-        else:
-            work += [(r, seg, ctx) for seg, ctx in stages.units(r.text, question=r.question)]
-    outs = stages.extract_claims(engine, [s.text for _, s, _ in work], [c for _, _, c in work], sampling)
+        else:  # as `run` does: a simple statement is its own claim (stages.is_simple_statement), the rest extracted
+            for seg, ctx in stages.units(r.text, question=r.question):
+                units.append((r, seg, not stages.is_simple_statement(seg.text)))
+                if units[-1][2]:
+                    work.append((r, seg, ctx))
+    outs = iter(stages.extract_claims(engine, [s.text for _, s, _ in work], [c for _, _, c in work], sampling))
     found: dict[str, list] = {}
-    for (r, seg, _), o in zip(work, outs):
-        found.setdefault(r.id, []).extend((c, seg) for c in o.value or [])
+    for r, seg, extracted in units:
+        found.setdefault(r.id, []).extend((c, seg) for c in ((next(outs).value or []) if extracted else [seg.text.strip()]))
     for r in responses:
         if r.id in found:
             r.extracted = [c for c, _ in stages.select(found[r.id])]

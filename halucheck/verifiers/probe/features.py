@@ -128,7 +128,7 @@ class Extractor:
     def features(self, prompts: Sequence[Sequence[dict]],
                  progress: Callable[[int, int], None] | None = None) -> list[Features]:
         """Features of each prompt (chat messages), in order; read from the store where it has them. Passes run
-        in an order that puts prompts with the same start together; ``progress(done, total)`` after each."""
+        in an order that puts prompts with the same start together; ``progress(done, total)`` after each batch."""
         ids = [self.encode(m) for m in prompts]
         keys = [FeatureStore.key(f"{self.model_id}|{RECIPE}", i) for i in ids]
         out: list[Features | None] = [None] * len(ids)
@@ -155,11 +155,10 @@ class Extractor:
             done += len(batch)
             if progress:
                 progress(done, len(ids))
-        for n, k in enumerate(keys):
-            if out[n] is None:
-                out[n] = out[first[k]]
-                done += 1
-        if progress and done > len(ids) - len(todo) and todo:
+        repeats = [n for n, k in enumerate(keys) if out[n] is None]
+        for n in repeats:
+            out[n] = out[first[keys[n]]]
+        if progress and repeats:
             progress(len(ids), len(ids))
         return out  # type: ignore[return-value]
 
