@@ -414,14 +414,17 @@ MAX_CLAIMS = 64
 says so in a warning."""
 
 QUERY_RULES = ("auto", "model", "claim")
-QUERY_RULE = "model"
-"""Which claims get search queries written by the model in corpus mode (``run --queries``): ``model`` every claim
-(FacTool's step; the claim's own words are always searched too), ``claim`` none (the claim's own words only, as in
-RAG mode), ``auto`` only the claims whose own words find no passage holding :data:`QUERY_COVERAGE` of their content
-words (``halucheck.evidence.EvidenceSources.needs_queries``)."""
-QUERY_COVERAGE = 0.67
+QUERY_RULE = "auto"
+"""Which claims get search queries written by the model in corpus mode (``run --queries``): ``auto`` only the claims
+whose own words find no passage holding :data:`QUERY_COVERAGE` of their content words
+(``halucheck.evidence.EvidenceSources.needs_queries``), ``model`` every claim (FacTool's step), ``claim`` none (the
+claim's own words only, as in RAG mode); the claim's own words are always searched. Measured in corpus mode on 80
+dev claims (``scripts/query_recall.py``: Factcheck-GPT's 2,386 passages, HaluEval-QA's knowledge paragraphs),
+recall@10: the claim alone 0.988, with the model's queries 1.000 (one Factcheck-GPT claim), ``auto`` 1.000 with
+56 of the 80 query calls."""
+QUERY_COVERAGE = 0.8
 """``--queries auto``: a claim whose best passage of its own top k holds at least this share of its content words
-has its evidence without model-written queries."""
+has its evidence without model-written queries (0.67 lost the one claim the queries found; 0.8 kept it)."""
 
 SUBJECTIVE_FILTERS = ("auto", "on", "off")
 SUBJECTIVE_FILTER = "auto"

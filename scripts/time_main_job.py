@@ -4,8 +4,9 @@
     python scripts/time_main_job.py [--profile cpu-1.5b] [--corpus corpora/demo/docs]
         [--input corpora/demo/answers.jsonl] [--only off|on] [--keep DIR] [--queries auto]
 
-``--queries RULE`` is given to the "on" run only (``run --queries``: which claims get model-written search
-queries); the "off" run writes them for every claim, as runs did before the option.
+``--queries RULE`` is given to the "on" run (``run --queries``: which claims get model-written search queries;
+default: the shipped default); the "off" run writes them for every claim (``--queries model``), as runs did before
+the option.
 
 Each run is ``halucheck run --corpus C --input I --out DIR -p PROFILE`` in its own process, from a cold start:
 its own empty cache folder (``HALUCHECK_HOME``; the converted weights are linked in, so nothing is converted
@@ -35,7 +36,7 @@ REPO = Path(__file__).resolve().parent.parent
 
 
 def run_once(mode: str, args: argparse.Namespace, work: Path) -> dict:
-    from halucheck.config import find_config
+    from halucheck.config import QUERY_RULE, find_config
     from halucheck.weights import models_dir
 
     home = work / f"home-{mode}"
@@ -53,8 +54,7 @@ def run_once(mode: str, args: argparse.Namespace, work: Path) -> dict:
     out = work / f"out-{mode}"
     cmd = [sys.executable, "-c", "from halucheck.cli import main; main()", "run", "--corpus", str(args.corpus),
            "--input", str(args.input), "--out", str(out), "-p", args.profile, "--config", str(config_path)]
-    if mode == "on" and args.queries:
-        cmd += ["--queries", args.queries]
+    cmd += ["--queries", "model" if mode == "off" else args.queries or QUERY_RULE]
     env = dict(os.environ, HALUCHECK_HOME=str(home), OMP_WAIT_POLICY="PASSIVE")
     env.pop("HALUCHECK_INDEX", None)
     print(f"[{mode}] {' '.join(cmd[3:])}", flush=True)
@@ -106,7 +106,7 @@ def main() -> None:
     ap.add_argument("--config", default=None, help="models.yaml to start from (default: halucheck's own lookup)")
     ap.add_argument("--only", choices=["off", "on"], help="one run only")
     ap.add_argument("--keep", type=Path, help="keep the runs' folders here (default: a temporary folder, removed)")
-    ap.add_argument("--queries", default=None, help="`run --queries` for the \"on\" run (auto, model, claim)")
+    ap.add_argument("--queries", default=None, help="`run --queries` for the \"on\" run (default: the shipped one)")
     args = ap.parse_args()
     work = Path(tempfile.mkdtemp(prefix="halucheck-time-")) if args.keep is None else args.keep
     work.mkdir(parents=True, exist_ok=True)

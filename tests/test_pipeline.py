@@ -178,7 +178,8 @@ def test_every_role_sampling_in_models_yaml_is_honoured(tmp_path, engine, with_c
     (docs / "paris.txt").write_text(CONTEXT + "\n")
     engine["engine"] = FakeEngine(responder=quoting, max_batch=16)
     opts = RunOptions(input=write_input(tmp_path, with_context), out=tmp_path / "run", verifier="debate",
-                      debate=DebateConfig(min_rounds=1, max_rounds=1), corpus=docs, index=tmp_path / "ix.duckdb")
+                      debate=DebateConfig(min_rounds=1, max_rounds=1), corpus=docs, index=tmp_path / "ix.duckdb",
+                      queries="model")  # every claim gets model-written queries, so the query role is seen
     pipe = Pipeline(opts, Settings.from_dict(cfg), log=lambda m: None)
     try:
         pipe.run()

@@ -13,7 +13,7 @@ from halucheck.cli.app import (EVIDENCE_K, EXIT_INTERRUPTED, EXIT_UNDECIDED, Ban
                                DebateFlags, Flag, HeadName, NliModel, Profile, ProfileVerifier, Role, TopK, app,
                                band_of, fail, interrupted, models_app, with_debate_flags)
 from halucheck.cli.output import print_summary, print_verdict, undecided_line
-from halucheck.config import (CHUNK_OVERLAP, CHUNK_SENTENCES, EMBED_BATCH, MAX_CLAIMS, QUERY_RULE, QUERY_RULES, SEARCH_HITS,
+from halucheck.config import (CHUNK_OVERLAP, CHUNK_SENTENCES, EMBED_BATCH, MAX_CLAIMS, QUERY_RULE, SEARCH_HITS,
                               SEARCH_MODE, SHARD_ANSWERS, SUBJECTIVE_FILTER, SUBJECTIVE_FILTERS, parse_role_overrides)
 from halucheck.errors import HalucheckError
 def _read_evidence(evidence: Optional[list[str]], evidence_file: Optional[list[Path]]):
@@ -91,9 +91,9 @@ def run(
                                           + ", ".join(SUBJECTIVE_FILTERS) + "."),
     top_k: TopK = EVIDENCE_K,
     max_claims: int = typer.Option(MAX_CLAIMS, "--max-claims", help="Claims checked per answer at most."),
-    queries: str = typer.Option(QUERY_RULE, "--queries", help="With --corpus, which claims get search queries written "
-                                "by the model besides their own words: model (every claim), auto (only claims whose own "
-                                "words find no passage holding most of them), claim (none)."),
+    queries: str = typer.Option(QUERY_RULE, "--queries", help="With --corpus, which claims get search queries "
+                                "written by the model besides their own words: auto (only claims whose own words find "
+                                "no passage holding most of them), model (every claim), claim (none)."),
     profile: Profile = None,
     role: Role = None,
     debate: DebateFlags = DebateFlags(),  # --policy, --min-rounds, --max-rounds, --prompts, --leader-both-orders

@@ -101,7 +101,8 @@ def extract(engine: "Engine", responses: Sequence[Response], settings: "Settings
     outs = iter(stages.extract_claims(engine, [s.text for _, s, _ in work], [c for _, _, c in work], sampling))
     found: dict[str, list] = {}
     for r, seg, extracted in units:
-        found.setdefault(r.id, []).extend((c, seg) for c in ((next(outs).value or []) if extracted else [seg.text.strip()]))
+        claims = (next(outs).value or []) if extracted else [seg.text.strip()]
+        found.setdefault(r.id, []).extend((c, seg) for c in claims)
     for r in responses:
         if r.id in found:
             r.extracted = [c for c, _ in stages.select(found[r.id])]
