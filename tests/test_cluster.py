@@ -170,8 +170,9 @@ def test_a_worker_killed_mid_shard_is_retried_and_nothing_is_stored_twice(tmp_pa
     monkeypatch.setenv("HALUCHECK_EMBED_MODEL", "fake")
     alone = run(tmp_path, "alone")
     marker, log = tmp_path / "crashed", tmp_path / "calls.jsonl"
-    # the worker dies on its 16th request: in its first shard's verdicts (5 answers: 5 filter and 10 extract
-    # requests come first; no corpus, so no query is written), after the claims and the evidence were written
+    # the worker dies on its 16th request: in its first shard's verdicts (5 answers: 5 filter and 5 extract requests
+    # come first, the first sentence of each being a simple statement, its own claim; no corpus, so no query is
+    # written), after the claims and the evidence were written
     sharded = run(tmp_path, "sharded", ClusterOptions(shard_answers=5, workers=1),
                   crash_marker=str(marker), crash_after=16, call_log=str(log))
     assert marker.exists()  # the worker did die
@@ -180,7 +181,7 @@ def test_a_worker_killed_mid_shard_is_retried_and_nothing_is_stored_twice(tmp_pa
     # the retry reopened the shard's database: what it had finished was not asked again, only its verdicts
     calls = [json.loads(line) for line in log.read_text().splitlines()]
     prompts = [c["prompt"] for c in calls if c["tag"] == "claims:extract"]
-    assert len(prompts) == len(set(prompts)) == 2 * len(ANSWERS)
+    assert len(prompts) == len(set(prompts)) == len(ANSWERS)  # "It opened in …" of each answer, once
     assert not [c for c in calls if c["tag"] == "claims:queries"]
     verdicts = [c["prompt"] for c in calls if c["tag"] == "eval:selfcheck"]
     assert len(verdicts) == 2 * len(ANSWERS) + 10  # the first shard's 10 asked twice
