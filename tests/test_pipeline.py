@@ -492,12 +492,12 @@ def test_calculations_are_claims_of_their_own_checked_by_evaluating_them(tmp_pat
     knowledge = [c for c in results[0]["claims"] if c["verifier"] == "debate"]
     assert len(knowledge) == 1 and knowledge[0]["queries"] == [knowledge[0]["text"]]
     assert summary["stages"]["queries"]["llm_calls"] == 0
-    # with a corpus the model writes queries: none for the calculations, one query call for the knowledge claim
+    # with a corpus and --queries model the model writes queries: none for the calculations, one call for the other
     docs = tmp_path / "docs"
     docs.mkdir()
     (docs / "crates.txt").write_text("A crate holds 48 boxes. Each box holds 125 apples.\n")
     summary, results = run(tmp_path, write_input(tmp_path, answers), out="corpus", corpus=docs,
-                           index=tmp_path / "ix.duckdb")
+                           index=tmp_path / "ix.duckdb", queries="model")
     claims = {c["text"]: c for c in results[0]["claims"]}
     assert claims["48 x 125 = 5800"]["queries"] == [] and claims["48 x 125 = 5800"]["evidence"] == []
     knowledge = [c for c in claims.values() if c["verifier"] == "debate"]

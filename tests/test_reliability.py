@@ -99,7 +99,9 @@ def test_every_call_failing_is_undecided_with_exit_code_and_resume_hint(tmp_path
     assert "HTTP 503" in r.stderr and "UNDECIDED" in r.stdout
     results = results_of(tmp_path / "out")
     assert [x["hallucinated"] for x in results] == [None, None, None]
-    assert all("could not be extracted" in x["undecided_reason"] for x in results)
+    # a2 is one simple statement, its own claim without an extraction call: its verdict is what failed
+    assert ["could not be extracted" in x["undecided_reason"] for x in results] == [True, False, True]
+    assert "no valid verdict" in results[1]["undecided_reason"]
     html = (tmp_path / "out" / "report.html").read_text()
     assert "3 of 3 answers are undecided" in html and "no false claim" not in html
 
@@ -136,14 +138,15 @@ def test_rerun_retries_only_failed_work_and_leaves_no_stale_error(tmp_path, scri
     corpus.mkdir()
     (corpus / "paris.txt").write_text("The Eiffel Tower stands in Paris, France. It opened to visitors in 1889.\n")
     src = write_jsonl(tmp_path / "answers.jsonl", ANSWERS)
-    run = lambda out: pipeline_run(src, out, retries=0, corpus=corpus, index=tmp_path / "ix.duckdb")  # noqa: E731
+    run = lambda out: pipeline_run(src, out, retries=0, corpus=corpus, index=tmp_path / "ix.duckdb",  # noqa: E731
+                                   queries="model")
     scripted["engine"] = FakeEngine(responder=quoting, max_batch=8)
     run(tmp_path / "reference")
     reference = results_of(tmp_path / "reference")
     assert [t["role"] for t in reference[0]["claims"][1]["chain"]] == ["initial", "skeptic", "trust", "leader"]
     assert reference[0]["claims"][1]["chain"][-1]["p_factual"] is not None  # a Leader call, not a walkover
 
-    failing = {"extract": "Seine", "queries": "Louvre", "debate:leader": "1889"}
+    failing = {"extract": "long", "queries": "Louvre", "debate:leader": "1889"}  # "It is long." of a3 is extracted
 
     def flaky(request):  # one answer's extraction, one claim's queries, one claim's leader turn fail
         word = failing.get(request.tag.split(":", 1)[1] if request.tag.startswith("claims") else request.tag)
@@ -835,7 +838,9 @@ def test_an_answer_with_no_claim_is_undecided_not_clean_and_partial_checking_is_
 
     scripted["engine"] = FakeEngine(responder=responder)
     seine = {"id": "a3", "answer": "The Seine flows through Paris. It is 777 km long."}
-    src = write_jsonl(tmp_path / "answers.jsonl", ANSWERS[:2] + [seine])
+    # (a2's sentence is no simple statement, so it goes to the extractor, which finds nothing in it)
+    louvre = {"id": "a2", "answer": "The Louvre, they say, is in Paris."}
+    src = write_jsonl(tmp_path / "answers.jsonl", ANSWERS[:1] + [louvre, seine])
     cfg = tmp_path / "models.yaml"
     cfg.write_text("profiles:\n  s:\n    engine: scripted\n")
     out = tmp_path / "out"
