@@ -16,6 +16,7 @@ from typing import Sequence
 
 import numpy as np
 
+from halucheck import heap
 from halucheck.config import env
 from halucheck.errors import ConfigError
 
@@ -104,6 +105,7 @@ class Embedder:
                 self._model = SentenceTransformer(str(self.path), device=self.device, **kwargs)
             except Exception as exc:
                 raise ConfigError(f"cannot load embedding model from {self.path}: {exc}") from None
+            heap.keep()  # torch and the model: some 400,000 objects the collector need not read again
         return self._model
 
     @property
