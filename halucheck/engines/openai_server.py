@@ -1,7 +1,8 @@
 """Client of vLLM's OpenAI-compatible server (the production engine, registered as ``vllm``).
 
-Many requests are kept in flight at once (a thread pool over one pooled ``httpx.Client``): the server
-batches whatever is in flight, so throughput comes from concurrency, not from request batching.
+Many requests are kept in flight at once (a thread pool over kept connections: the standard library's client for a
+plain-HTTP server, ``httpx`` for https or through a proxy): the server batches whatever is in flight, so throughput
+comes from concurrency, not from request batching.
 Structured output uses ``response_format={"type": "json_schema", ...}``; vLLM >= 0.33 removed the
 ``guided_*`` request fields and silently ignores them, so they are never sent.
 """
