@@ -614,6 +614,17 @@ def test_a_reply_cached_again_replaces_the_stored_one(tmp_path):
     store.close()
 
 
+def test_a_cached_replys_row_holds_its_fields_in_the_tables_column_order():
+    from dataclasses import astuple, fields
+
+    from halucheck.store.rows import CachedReply
+    from halucheck.store.schema import CACHE_COLUMNS
+
+    reply = CachedReply("k", "tag", "text", "{}", 10, 2, 1, 3, 0.5, "[]")
+    assert [f.name for f in fields(CachedReply)] == list(CACHE_COLUMNS)
+    assert reply.row() == astuple(reply) == ("k", "tag", "text", "{}", 10, 2, 1, 3, 0.5, "[]")
+
+
 def test_remembered_prompt_renders_follow_their_arguments():
     from dataclasses import dataclass
 
