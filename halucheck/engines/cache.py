@@ -74,14 +74,25 @@ class CachingEngine(WrappedEngine):
     def _generate_each(self, requests, keys, todo, results) -> None:
         """One request per inner call, up to the engine's concurrency at once; the replies are cached as they
         return, in one transaction for those of each ``MAX_DEFER_S``, and all of them before this returns."""
-        from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
+        import queue
+        from concurrent.futures import ThreadPoolExecutor
 
+        returned: queue.SimpleQueue = queue.SimpleQueue()  # each call's future, as it is done
         with ThreadPoolExecutor(max_workers=max(1, min(self.max_batch, len(todo)))) as pool:
-            running = {pool.submit(self.inner.generate, [requests[i]]): i for i in todo}
+            running = {}
+            for i in todo:
+                fut = pool.submit(self.inner.generate, [requests[i]])
+                running[fut] = i
+                fut.add_done_callback(returned.put)
             try:
                 while running:
                     # woken when the replies kept so far are due to be written, even if no other came back
-                    done, _ = wait(list(running), timeout=self.store.deferred_wait(), return_when=FIRST_COMPLETED)
+                    try:
+                        done = [returned.get(timeout=self.store.deferred_wait())]
+                    except queue.Empty:
+                        done = []
+                    while not returned.empty():
+                        done.append(returned.get())
                     finished, failure = [], None
                     for fut in done:
                         i = running.pop(fut)
