@@ -129,6 +129,17 @@ def test_hybrid_is_union_ranked_by_rrf(built):
             assert hybrid == sorted(hybrid, key=lambda e: -e.score)
 
 
+def test_a_query_asked_twice_in_a_batch_is_searched_once(built):
+    _, db = built
+    embedder = CountingEmbedder()
+    with Index.open(db, embedder=embedder) as index:
+        queries = ["river in Africa", "Eiffel tower height", "river in Africa", "river in Africa"]
+        hits = index.search_many(queries, k=5)
+        assert sorted(embedder.seen) == ["Eiffel tower height", "river in Africa"]
+        assert hits[0] == hits[2] == hits[3] == index.search("river in Africa", k=5) and hits[0] is not hits[2]
+        assert hits[1] == index.search("Eiffel tower height", k=5) != hits[0]
+
+
 # --- the on-disk index ----------------------------------------------------------------------------------
 
 
