@@ -13,6 +13,7 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Sequence
 
+from halucheck import heap
 from halucheck.config import QUERY_COVERAGE, index_path
 from halucheck.records import Evidence
 from halucheck.store.rows import ClaimRow
@@ -75,6 +76,7 @@ class EvidenceSources:
             from halucheck.verifiers.tools.sources import SourceNames
 
             self._names = SourceNames.of_index(self.corpus(), root=self.corpus_dir.resolve())
+            heap.keep()  # a few objects per document, kept for the run
         return self._names
 
     def of_source(self, name: str) -> list[Evidence]:

@@ -232,7 +232,9 @@ def run_once(workdir: Path, mode: str, n_stubs: int, answers: int, args, corpus:
         # the run's own CPU (user + sys of the `halucheck run` process; the stubs are not reaped yet, so their
         # CPU is not in the children's figure)
         before = resource.getrusage(resource.RUSAGE_CHILDREN)
-        done = subprocess.run(cmd, capture_output=True, text=True, check=False)
+        # this checkout's halucheck, whatever the installed package points to
+        env = os.environ | {"PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))}
+        done = subprocess.run(cmd, capture_output=True, text=True, check=False, env=env)
         after = resource.getrusage(resource.RUSAGE_CHILDREN)
         wall = time.perf_counter() - t0
         core_s = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)

@@ -55,11 +55,16 @@ def quoting(base):
 
 
 def register_echo(name: str = "echo") -> None:
-    """Register the fake engine with :func:`echo` as engine ``name`` (for subprocess runs of the CLI)."""
+    """Register the fake engine with :func:`echo` as engine ``name`` (for subprocess runs of the CLI), and as
+    ``name-server`` one that, like a server's client, takes each request as a call of its own."""
     from halucheck import engines
     from halucheck.engines.fake import FakeEngine
 
+    class Server(FakeEngine):
+        streaming = True
+
     engines.register(name, lambda model="", **kw: FakeEngine(model="echo", responder=echo, **kw))
+    engines.register(f"{name}-server", lambda model="", **kw: Server(model="echo", responder=echo, **kw))
 
 
 class FaultServer:

@@ -43,8 +43,9 @@ def completion(content: str, prompt_tokens: int = 7, completion_tokens: int = 3,
 class Stub:
     """A scripted server: ``handler(body) -> (status, json, headers)`` answers POST /chat/completions."""
 
-    def __init__(self, models=("stub-model",), handler=None):
+    def __init__(self, models=("stub-model",), handler=None, keep_alive=False):
         self.models = list(models)
+        self.ports: list[int] = []  # the client's port of each POST: one per connection
         self.handler = handler or (lambda body: (200, completion(json.dumps({"factuality": True, "opinion": "ok"})), {}))
         self.bodies: list[dict] = []
         self.in_flight = 0
@@ -53,6 +54,8 @@ class Stub:
         stub = self
 
         class H(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1" if keep_alive else "HTTP/1.0"
+
             def log_message(self, *args):  # keep pytest output clean
                 pass
 
@@ -76,6 +79,7 @@ class Stub:
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
                 with stub.lock:
                     stub.bodies.append(body)
+                    stub.ports.append(self.client_address[1])
                     stub.in_flight += 1
                     stub.max_in_flight = max(stub.max_in_flight, stub.in_flight)
                 try:
@@ -85,7 +89,11 @@ class Stub:
                         stub.in_flight -= 1
                 self._send(status, obj, headers)
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), H)
+        class Server(ThreadingHTTPServer):
+            def handle_error(self, request, client_address):  # a client that gave up on a late reply
+                pass
+
+        self.server = Server(("127.0.0.1", 0), H)
         self.server.daemon_threads = True
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}/v1"
         self.thread = threading.Thread(target=self.server.serve_forever, args=(0.05,), daemon=True)
@@ -277,6 +285,40 @@ def test_round_robin_over_several_servers(stub):
     results = eng.generate([req(str(i)) for i in range(10)])
     assert all(r.ok for r in results)
     assert len(a.bodies) == 5 and len(b.bodies) == 5
+    eng.close()
+
+
+def test_connections_are_kept_for_the_next_request_and_one_closed_meanwhile_is_opened_again(stub):
+    s = stub(keep_alive=True)
+    eng = OpenAIServerEngine(model="stub-model", base_url=s.url, max_concurrency=2)
+    assert eng._direct[s.url] is not None  # plain HTTP, no proxy: the standard library's client
+    assert all(r.ok for r in eng.generate([req(str(i)) for i in range(6)]))
+    assert len(set(s.ports)) <= 2  # six requests over at most two connections
+    for conn in eng._direct[s.url]._idle:  # the server drops them, as a server restarted meanwhile does
+        conn.sock.shutdown(socket.SHUT_RDWR)
+    [res] = eng.generate([req("again")])
+    assert res.ok and res.attempts == 1 and res.parsed["opinion"] == "ok"
+    eng.close()
+
+
+def test_a_proxy_in_the_environment_leaves_the_requests_to_httpx(stub, monkeypatch):
+    s = stub()
+    monkeypatch.setenv("HTTP_PROXY", "http://127.0.0.1:9")
+    monkeypatch.setenv("NO_PROXY", "127.0.0.1")  # not read by halucheck itself: httpx's rules decide
+    eng = OpenAIServerEngine(model="stub-model", base_url=s.url)
+    assert eng._direct[s.url] is None
+    [res] = eng.generate([req("x")])
+    assert res.ok and len(s.bodies) == 1
+    eng.close()
+
+
+def test_a_reply_that_takes_longer_than_the_timeout_is_retried_then_fails_as_timed_out(stub):
+    s = stub(handler=lambda body: (time.sleep(0.6), (200, completion('{"factuality": true, "opinion": "late"}'), {}))[1])
+    eng = OpenAIServerEngine(model="stub-model", base_url=s.url, timeout_s=0.2, max_attempts=2, backoff_s=0.01)
+    eng.max_retries = 0
+    [res] = eng.generate([req("x")])
+    assert not res.ok and "after 2 attempts" in res.error and "timed out" in res.error
+    assert len(s.bodies) == 2
     eng.close()
 
 

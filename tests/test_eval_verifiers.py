@@ -143,6 +143,16 @@ def test_selfcheck_3shot_adds_three_worked_examples():
     assert "Paris is the capital of France." in msgs[-1]["content"] and "Claim number 0 says" in msgs[-1]["content"]
 
 
+def test_every_request_of_a_judge_carries_its_reply_shapes_schema_made_once():
+    from halucheck.verifiers.judges import SelfCheckReply, reply_schema
+
+    eng = FakeEngine()
+    get_verifier("selfcheck").predict(items(3), settings_with(eng))
+    schemas = [r.schema for r in eng.requests if r.tag == "eval:selfcheck"]
+    assert len(schemas) == 3 and schemas[0] == SelfCheckReply.model_json_schema()
+    assert all(s is reply_schema(SelfCheckReply) for s in schemas)  # one dict, not one build per request
+
+
 def test_consistency_agreement_math():
     # greedy says hallucinated with token p=0.9; samples 2 of 3 hallucinated; reflection "correct"
     s = consistency_score(True, 0.9, [True, True, False], "correct")

@@ -15,7 +15,7 @@ MODULES = {".".join(p.relative_to(ROOT.parent).with_suffix("").parts).removesuff
 # Layers, lowest first (docs/architecture.md): a module may import its own layer and those below it.
 LAYERS = [
     ("halucheck", "halucheck.errors", "halucheck.records", "halucheck.text", "halucheck.registry", "halucheck.config",
-     "halucheck.arithmetic"),
+     "halucheck.arithmetic", "halucheck.heap"),
     ("halucheck.prompts", "halucheck.engines", "halucheck.store", "halucheck.weights", "halucheck.inputs",
      "halucheck.ingest", "halucheck.kinds"),
     ("halucheck.retrieval",),

@@ -529,13 +529,21 @@ class Killed(BaseException):
     """Stands in for a kill: nothing catches it."""
 
 
-def test_replies_are_cached_as_they_return_not_per_batch(tmp_path):
+def test_replies_are_on_disk_within_max_defer_s_of_returning(tmp_path, monkeypatch):
+    """A kill loses at most the replies of the last MAX_DEFER_S: those kept are written when due even while
+    another request is still out (the kill lands while the last one is out)."""
+    from halucheck.store import runstore
+
+    monkeypatch.setattr(runstore, "MAX_DEFER_S", 0.2)
+    on_disk = []
+
     class SlowLast(FakeEngine):
         streaming = True
 
         def _complete(self, requests):
             if requests[0].tag == "last":
-                time.sleep(0.3)
+                time.sleep(0.6)
+                on_disk.append(store.query("SELECT count(*) FROM llm_cache")[0][0])  # what a kill now would leave
                 raise Killed()
             return super()._complete(requests)
 
@@ -545,7 +553,28 @@ def test_replies_are_cached_as_they_return_not_per_batch(tmp_path):
                 for i in range(8)]
     with pytest.raises(Killed):
         engine.generate(requests)
-    assert store.query("SELECT count(*) FROM llm_cache") == [(7,)]  # committed as each one returned
+    assert on_disk == [7]
+
+
+def test_a_server_engines_replies_are_written_together_and_all_before_they_are_used(tmp_path):
+    class Server(FakeEngine):
+        streaming = True
+
+    store = RunStore(tmp_path / "run.duckdb")
+    writes, tx = [], store._tx
+
+    def counted(statements):
+        writes.append(1)
+        tx(statements)
+
+    store._tx = counted
+    engine = CachingEngine(Server(max_batch=8), store)
+    requests = [Request(messages=({"role": "user", "content": f"q{i}"},)) for i in range(24)]
+    replies = engine.generate(requests)
+    assert all(r.ok for r in replies) and store.deferred_wait() is None  # nothing left in memory only
+    assert store.query("SELECT count(*) FROM llm_cache") == [(24,)]
+    assert len(writes) == 1  # one transaction for the 24 replies (all back within MAX_DEFER_S), not one each
+    assert [r.text for r in engine.generate(requests)] == [r.text for r in replies] and engine.hits == 24
 
 
 def test_batch_engine_replies_are_cached_per_engine_batch(tmp_path, monkeypatch):
@@ -586,6 +615,17 @@ def test_a_reply_cached_again_replaces_the_stored_one(tmp_path):
     assert store.query("SELECT key, text FROM llm_cache ORDER BY key") == [("a", "new"), ("b", "kept"), ("c", "deferred")]
     assert store.cache_get(["a", "b"])["a"].text == "new"
     store.close()
+
+
+def test_a_cached_replys_row_holds_its_fields_in_the_tables_column_order():
+    from dataclasses import astuple, fields
+
+    from halucheck.store.rows import CachedReply
+    from halucheck.store.schema import CACHE_COLUMNS
+
+    reply = CachedReply("k", "tag", "text", "{}", 10, 2, 1, 3, 0.5, "[]")
+    assert [f.name for f in fields(CachedReply)] == list(CACHE_COLUMNS)
+    assert reply.row() == astuple(reply) == ("k", "tag", "text", "{}", 10, 2, 1, 3, 0.5, "[]")
 
 
 def test_remembered_prompt_renders_follow_their_arguments():
@@ -631,12 +671,13 @@ def _progress(db):
         store.close()
 
 
-def test_kill_9_at_any_point_resumes_to_identical_results(tmp_path):
+@pytest.mark.parametrize("engine", ["echo", "echo-server"])  # a batch engine; one taking each request alone
+def test_kill_9_at_any_point_resumes_to_identical_results(tmp_path, engine):
     rows = [{"id": f"q{i}", "answer": f"River {i} is in Berlin. River {i} is {i + 100} km long."} for i in range(60)]
     src = write_jsonl(tmp_path / "answers.jsonl", rows)
     cfg = tmp_path / "models.yaml"
     # each engine call takes 100 ms, so the run lasts long enough to be killed in every stage
-    cfg.write_text("profiles:\n  e:\n    engine: echo\n    max_batch: 16\n    step_latency: [0.1, 0]\n")
+    cfg.write_text(f"profiles:\n  e:\n    engine: {engine}\n    max_batch: 16\n    step_latency: [0.1, 0]\n")
     common = ["run", "-i", src, "--quiet", "--config", cfg, "--max-rounds", "2", "--min-rounds", "1"]
     t0 = time.monotonic()
     ref = _cli(common + ["-o", tmp_path / "ref"], tmp_path)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import sys
 import time
 from pathlib import Path
 
@@ -126,6 +127,17 @@ def test_hybrid_is_union_ranked_by_rrf(built):
             assert [key(e) for e in hybrid] == [k for k, _ in expected]
             assert [e.score for e in hybrid] == pytest.approx([s for _, s in expected])
             assert hybrid == sorted(hybrid, key=lambda e: -e.score)
+
+
+def test_a_query_asked_twice_in_a_batch_is_searched_once(built):
+    _, db = built
+    embedder = CountingEmbedder()
+    with Index.open(db, embedder=embedder) as index:
+        queries = ["river in Africa", "Eiffel tower height", "river in Africa", "river in Africa"]
+        hits = index.search_many(queries, k=5)
+        assert sorted(embedder.seen) == ["Eiffel tower height", "river in Africa"]
+        assert hits[0] == hits[2] == hits[3] == index.search("river in Africa", k=5) and hits[0] is not hits[2]
+        assert hits[1] == index.search("Eiffel tower height", k=5) != hits[0]
 
 
 # --- the on-disk index ----------------------------------------------------------------------------------
@@ -319,6 +331,34 @@ def test_cli_index_and_search_json(corpus, tmp_path):
     assert res.exit_code == 0 and "eiffel.txt:" in res.output
     res = runner.invoke(app, ["search", "x", "--db", str(tmp_path / "none.duckdb")])
     assert res.exit_code == 1 and res.output.count("\n") == 1 and "halucheck index" in res.output
+
+
+@pytest.mark.parametrize("scan", ["float32", "float16", "numpy"])
+def test_equal_scores_come_in_row_order(scan, monkeypatch):
+    """A passage stored many times scores exactly the same each time: its copies come by row, whatever did the
+    scan (the float16 or float32 product, numpy's), so the scan's precision never decides the order."""
+    from halucheck.retrieval import dense
+
+    if scan == "numpy":
+        monkeypatch.delitem(sys.modules, "torch", raising=False)  # DenseMatrix scans with numpy without torch
+    else:
+        pytest.importorskip("torch")
+    rng = np.random.default_rng(1)
+    matrix = rng.standard_normal((30000, 32)).astype(np.float32)
+    matrix /= np.linalg.norm(matrix, axis=1, keepdims=True)
+    copies = np.sort(rng.choice(len(matrix), size=40, replace=False))
+    matrix[copies] = matrix[copies[0]]
+    near = rng.choice(np.setdiff1d(np.arange(len(matrix)), copies), size=5, replace=False)
+    matrix[near] = matrix[copies[0]] * 0.9 + 0.1 * matrix[near]
+    matrix[near] /= np.linalg.norm(matrix[near], axis=1, keepdims=True)
+    index = dense.DenseMatrix(matrix, half_scan=scan == "float16")
+    assert (index._torch is None) == (scan == "numpy") and (index._half is not None) == (scan == "float16")
+    hits = index.search_many(matrix[copies[:3]], k=50)
+    for h in hits:
+        assert [r for r, _ in h[:40]] == copies.tolist()
+        assert len({s for _, s in h[:40]}) == 1 and h[39][1] > h[40][1]
+        assert set(r for r, _ in h[40:45]) == set(near.tolist())
+    assert dense.DenseMatrix(matrix, half_scan=False).search_many(matrix[copies[:3]], k=50, block=2) == hits
 
 
 def test_half_scan_gives_the_exact_top_k():

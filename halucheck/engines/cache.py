@@ -2,10 +2,12 @@
 
 This is what makes a killed run cheap to resume: every reply that came back before the kill is read
 from the cache, not asked again. Only valid replies are cached (a failure is retried on resume).
-A server engine's replies are cached one by one as they return, and a batch engine's batch is sent in
-chunks of its own batch size, each cached when it returns: a kill asks again at most the replies in
-flight, never a whole stage batch. Replies that came back within ``DEFER_S`` are written with the run's
-next transaction instead of a commit of their own (a commit costs more than asking them again).
+A server engine's replies are written together, every ``MAX_DEFER_S`` (2 s) while they come in and all of them
+before the call returns (every reply is on disk before it is used), and a batch engine's batch is sent in
+chunks of its own batch size, each cached when it returns: a kill asks again at most the replies in flight
+and those of the last 2 s, never a whole stage batch. A batch engine's replies that came back within
+``DEFER_S`` are written with the run's next transaction instead of a commit of their own (a commit costs more
+than asking them again).
 """
 
 from __future__ import annotations
@@ -70,15 +72,27 @@ class CachingEngine(WrappedEngine):
         return results  # type: ignore[return-value]
 
     def _generate_each(self, requests, keys, todo, results) -> None:
-        """One request per inner call, up to the engine's concurrency at once; each reply is cached the
-        moment it returns."""
-        from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
+        """One request per inner call, up to the engine's concurrency at once; the replies are cached as they
+        return, in one transaction for those of each ``MAX_DEFER_S``, and all of them before this returns."""
+        import queue
+        from concurrent.futures import ThreadPoolExecutor
 
+        returned: queue.SimpleQueue = queue.SimpleQueue()  # each call's future, as it is done
         with ThreadPoolExecutor(max_workers=max(1, min(self.max_batch, len(todo)))) as pool:
-            running = {pool.submit(self.inner.generate, [requests[i]]): i for i in todo}
+            running = {}
+            for i in todo:
+                fut = pool.submit(self.inner.generate, [requests[i]])
+                running[fut] = i
+                fut.add_done_callback(returned.put)
             try:
                 while running:
-                    done, _ = wait(list(running), return_when=FIRST_COMPLETED)
+                    # woken when the replies kept so far are due to be written, even if no other came back
+                    try:
+                        done = [returned.get(timeout=self.store.deferred_wait())]
+                    except queue.Empty:
+                        done = []
+                    while not returned.empty():
+                        done.append(returned.get())
                     finished, failure = [], None
                     for fut in done:
                         i = running.pop(fut)
@@ -87,13 +101,14 @@ class CachingEngine(WrappedEngine):
                             finished.append(i)
                         except BaseException as exc:  # keep the replies that did come back first
                             failure = failure or exc
-                    self._put(requests, keys, finished, results)
+                    self._put(requests, keys, finished, results, defer=True)
                     if failure is not None:
                         raise failure
             except BaseException:
                 for fut in running:
                     fut.cancel()
                 raise
+        self.store.cache_put([])  # the rest, before any of them is used
 
     def _put(self, requests, keys, indexes, results, defer: bool = False) -> None:
         self.store.cache_put([

@@ -159,7 +159,8 @@ def _bracketed(text: str, lo: int, hi: int) -> list[tuple[int, int]]:
     return [m.span() for m in _BRACKETED.finditer(text, lo, hi)]
 
 
-def _found(text: str) -> tuple[int | None, list[tuple[int, int]]]:
+@lru_cache(maxsize=16384)  # a passage is cleaned for its claim's prompt, its quotable words, its grading, its report
+def _found(text: str) -> tuple[int | None, tuple[tuple[int, int], ...]]:
     """Where the forged structure starts (or None), and the spans of the sentences addressed to the checker
     before it."""
     m = _STRUCTURE.search(text)
@@ -199,7 +200,7 @@ def _found(text: str) -> tuple[int | None, list[tuple[int, int]]]:
             spans[-1] = (spans[-1][0], max(hi, spans[-1][1]))
         else:
             spans.append((lo, hi))
-    return cut, spans
+    return cut, tuple(spans)
 
 
 @lru_cache(maxsize=65536)  # a report asks again for every passage of every claim that shows it
@@ -259,7 +260,7 @@ def _topic(text: str) -> frozenset[str]:
     common = _common()
     words, numbers = [], set()
     for w in re.findall(r"[^\W_]+", text.casefold()):
-        if any(ch.isdigit() for ch in w):
+        if not w.isalpha() and any(ch.isdigit() for ch in w):  # (a letter is never a digit)
             numbers.add(w)
         elif len(w) > 2 and w not in common:
             words.append(w)

@@ -16,6 +16,7 @@ from typing import Sequence
 
 import numpy as np
 
+from halucheck import heap
 from halucheck.config import env
 from halucheck.errors import ConfigError
 
@@ -104,6 +105,7 @@ class Embedder:
                 self._model = SentenceTransformer(str(self.path), device=self.device, **kwargs)
             except Exception as exc:
                 raise ConfigError(f"cannot load embedding model from {self.path}: {exc}") from None
+            heap.keep()  # torch and the model: some 400,000 objects the collector need not read again
         return self._model
 
     @property
@@ -159,25 +161,26 @@ def get_embedder(model: str | None = None):
 class DenseMatrix:
     """Top-k maximum inner product over unit-normalized rows (cosine similarity), by brute force.
 
-    With torch loaded (it is, for the query encoder) and more than ``HALF_SCAN_MIN_ROWS`` rows, the full
-    scan reads a float16 copy of the matrix (half the memory traffic: the scan is memory-bound) to pick
-    ``k + RESCORE_MARGIN`` candidates, which are then scored exactly in float32. Returned scores are exact
-    float32 cosines; a true top-k row is only missed if float16 rounding (~1e-4 in cosine) moves it past 64
-    others. ``half_scan=False`` gives a plain float32 scan.
+    A block of queries is scanned against the whole matrix to pick ``k + RESCORE_MARGIN`` candidates, which are
+    then scored exactly in float32, one dot product per candidate, and ordered by score and, where scores are
+    exactly equal (a passage stored twice), by row: the same rows in the same order whatever did the scan. With
+    torch loaded (it is, for the query encoder) the scan is torch's float32 matrix product (faster than numpy's
+    here; numpy's without torch). ``half_scan=True`` reads a float16 copy of the matrix instead: half the memory
+    traffic, for a CPU with float16 arithmetic; on one without it (an AVX2 EPYC) it takes three times as long as
+    float32. A true top-k row is only missed if the scan's rounding (~1e-4 in cosine for float16, ~1e-7 for
+    float32) moves it past 64 others.
     """
 
-    HALF_SCAN_MIN_ROWS = 20_000
     RESCORE_MARGIN = 64
+    BLOCK = 128  # queries scanned at once: a 128 x rows float32 score block (51 MB at 100,000 rows)
 
-    def __init__(self, matrix: np.ndarray, half_scan: bool | None = None):
+    def __init__(self, matrix: np.ndarray, half_scan: bool = False):
         self.matrix = np.ascontiguousarray(matrix, dtype=np.float32)
         self._torch = self._half = None
         if "torch" in sys.modules:  # already loaded for the query encoder: its matmul beats numpy's here
             import torch
 
             self._torch = torch.from_numpy(self.matrix)
-            if half_scan is None:
-                half_scan = len(self.matrix) > self.HALF_SCAN_MIN_ROWS
             if half_scan:
                 self._half = self._torch.half()
 
@@ -188,37 +191,35 @@ class DenseMatrix:
     def nbytes(self) -> int:
         return self.matrix.nbytes + (self._half.numel() * 2 if self._half is not None else 0)
 
-    def search_many(self, queries: np.ndarray, k: int = 10, block: int = 64) -> list[list[tuple[int, float]]]:
-        """Top-``k`` ``(row, cosine)`` for each query embedding, best first."""
+    def _candidates(self, q: np.ndarray, cand: int) -> np.ndarray:
+        """The ``cand`` rows of highest scan score for each query of the block, in no particular order."""
+        if self._torch is not None:
+            import torch
+
+            scores = torch.from_numpy(q).half() @ self._half.T if self._half is not None else torch.from_numpy(
+                q) @ self._torch.T
+            return torch.topk(scores, cand, dim=1, sorted=False).indices.numpy()
+        scores = q @ self.matrix.T
+        if cand >= scores.shape[1]:
+            return np.broadcast_to(np.arange(scores.shape[1]), scores.shape).copy()
+        return np.argpartition(-scores, cand - 1, axis=1)[:, :cand]
+
+    def search_many(self, queries: np.ndarray, k: int = 10, block: int | None = None) -> list[list[tuple[int, float]]]:
+        """Top-``k`` ``(row, cosine)`` for each query embedding, best first; equal cosines by row."""
         n = len(self)
         out: list[list[tuple[int, float]]] = []
         if n == 0:
             return [[] for _ in range(len(queries))]
         kk = min(k, n)
+        cand = min(n, kk + self.RESCORE_MARGIN)
         queries = np.ascontiguousarray(queries, dtype=np.float32)
+        block = block or self.BLOCK
         for lo in range(0, len(queries), block):
             q = queries[lo : lo + block]
-            if self._half is not None:
-                import torch
-
-                cand = min(n, kk + self.RESCORE_MARGIN)
-                _, idx = torch.topk(torch.from_numpy(q).half() @ self._half.T, cand, dim=1)
-                idx = idx.numpy()
-                exact = np.einsum("qcd,qd->qc", self.matrix[idx], q)
-                order = np.argsort(-exact, axis=1, kind="stable")[:, :kk]
-                idx = np.take_along_axis(idx, order, axis=1)
-                vals = np.take_along_axis(exact, order, axis=1)
-            elif self._torch is not None:
-                import torch
-
-                vals, idx = torch.topk(torch.from_numpy(q) @ self._torch.T, kk, dim=1)
-                vals, idx = vals.numpy(), idx.numpy()
-            else:
-                scores = q @ self.matrix.T
-                part = np.argpartition(-scores, kk - 1, axis=1)[:, :kk]
-                part_scores = np.take_along_axis(scores, part, axis=1)
-                order = np.argsort(-part_scores, axis=1, kind="stable")
-                idx = np.take_along_axis(part, order, axis=1)
-                vals = np.take_along_axis(part_scores, order, axis=1)
+            idx = self._candidates(q, cand)
+            exact = np.einsum("qcd,qd->qc", self.matrix[idx], q)
+            order = np.lexsort((idx, -exact), axis=1)[:, :kk]  # by score, then by row
+            idx = np.take_along_axis(idx, order, axis=1)
+            vals = np.take_along_axis(exact, order, axis=1)
             out.extend([(int(i), float(s)) for i, s in zip(ri, rv)] for ri, rv in zip(idx, vals))
         return out

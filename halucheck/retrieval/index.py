@@ -168,14 +168,13 @@ class Index:
     def search_many(self, queries: Sequence[str], k: int = SEARCH_HITS,
                     mode: str = SEARCH_MODE) -> list[list[Evidence]]:
         """Top-``k`` chunks per query as :class:`Evidence` (source path, character offsets, score), best
-        first. Queries are embedded in one batch and scored together."""
-        ranked = fused_search(queries, k, mode, self._bm25_search, self._dense_search)
+        first. Queries are embedded in one batch and scored together; a query asked twice is searched once."""
+        distinct = list(dict.fromkeys(queries))
+        ranked = fused_search(distinct, k, mode, self._bm25_search, self._dense_search)
         meta = self._chunks({cid for hits in ranked for cid, _ in hits})
-        return [
-            [Evidence(text=meta[c][3], source=meta[c][0], start=meta[c][1], end=meta[c][2], score=s)
-             for c, s in hits if c in meta]
-            for hits in ranked
-        ]
+        found = {q: [Evidence(text=meta[c][3], source=meta[c][0], start=meta[c][1], end=meta[c][2], score=s)
+                     for c, s in hits if c in meta] for q, hits in zip(distinct, ranked)}
+        return [list(found[q]) for q in queries]
 
     def _chunks(self, wanted: set[int]) -> dict[int, tuple]:
         """chunk_id -> (source, start, end, text). Literal id lists let DuckDB prune by zone maps instead of

@@ -6,7 +6,7 @@ A claim travels as one :class:`~halucheck.records.Claim` (text, question, kind, 
 
 from __future__ import annotations
 
-from dataclasses import astuple, dataclass, field
+from dataclasses import dataclass, field
 
 from halucheck.records import Claim, Evidence, Verdict
 
@@ -78,8 +78,10 @@ class CachedReply:
     logprobs: str | None = None
 
     def row(self) -> tuple:
-        """Its llm_cache row (the table's columns, in order)."""
-        return astuple(self)
+        """Its llm_cache row (the table's columns, in order; not dataclasses.astuple, which deep-copies every
+        field)."""
+        return (self.key, self.tag, self.text, self.parsed, self.prompt_tokens, self.completion_tokens,
+                self.cached_tokens, self.attempts, self.latency_s, self.logprobs)
 
 
 @dataclass

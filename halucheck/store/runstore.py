@@ -30,7 +30,7 @@ from halucheck.store.schema import (CACHE_COLUMNS, MIGRATIONS, MIGRATIONS_TABLE,
                                     VERDICT_COLUMNS, Rows)
 from halucheck.store.rows import CachedReply, ClaimRow, ErrorRow, FoundEvidence, ItemRow, Pending, RunContents
 
-MAX_DEFER_S = 1.0  # the longest a deferred LLM reply waits for a transaction to be written in
+MAX_DEFER_S = 2.0  # the longest a deferred LLM reply waits for a transaction to be written in
 
 ONCE = "once"  # marks a _tx statement executed once with list parameters (not executemany)
 
@@ -267,17 +267,22 @@ class RunStore:
         """Keep ``rows`` in the reply cache (a reply of a key cached already replaces it).
 
         ``defer``: the rows join the next transaction instead of one of their own (a commit costs
-        milliseconds; replies that came back fast are cheaper to ask again after a kill than to commit
-        alone). Deferred rows wait at most ``MAX_DEFER_S``: then they are written anyway."""
-        if not rows:
-            return
+        milliseconds, several times a reply's own row). Deferred rows wait at most ``MAX_DEFER_S``: the first
+        call once they are due (:meth:`deferred_wait`) writes them, whatever it brings."""
         with self.lock:
-            if not self._pending_cache:
+            if rows and not self._pending_cache:
                 self._pending_since = time.monotonic()
             for r in rows:
                 self._pending_cache[r.key] = r
-            if not defer or time.monotonic() - self._pending_since > MAX_DEFER_S:
+            if self._pending_cache and (not defer or self.deferred_wait() == 0.0):
                 self._tx([])
+
+    def deferred_wait(self) -> float | None:
+        """Seconds until the deferred replies are due to be written (0.0: they are); None when none wait."""
+        with self.lock:
+            if not self._pending_cache:
+                return None
+            return max(0.0, MAX_DEFER_S - (time.monotonic() - self._pending_since))
 
     def _take_pending_cache(self) -> list[CachedReply]:
         rows = list(self._pending_cache.values())

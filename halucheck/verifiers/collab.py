@@ -96,7 +96,7 @@ from typing import TYPE_CHECKING, Literal, Sequence
 
 
 from halucheck.engines.base import Request, Result, SamplingParams
-from halucheck.verifiers.judges import Reason, StrictReply, read_reply
+from halucheck.verifiers.judges import Reason, StrictReply, read_reply, reply_schema
 from halucheck.prompts import load as load_prompts
 from halucheck.records import Case, Turn, Verdict
 from halucheck.verifiers.scoring import clamp01, value_token_prob
@@ -235,7 +235,7 @@ class CollabCal(Verifier):
                 + "\n\n" + p[section]["task"].render(persona=persona, question=question, noun=noun, **extra))
         return Request(
             messages=({"role": "system", "content": p[section]["system"].render()}, {"role": "user", "content": user}),
-            schema=reply.model_json_schema(),
+            schema=reply_schema(reply),
             sampling=sampling,
             logprobs=logprobs,
             tag=f"{self.name}:{section}",

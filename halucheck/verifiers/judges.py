@@ -23,6 +23,7 @@ supported claims do in the labels.
 
 from __future__ import annotations
 
+import functools
 import json
 import time
 from dataclasses import replace
@@ -56,6 +57,13 @@ Reason = Field(max_length=REASON_CHARS)
 
 class StrictReply(BaseModel):  # the base of every judge's reply shape (and collab-cal's): no extra keys
     model_config = ConfigDict(extra="forbid")
+
+
+@functools.lru_cache(maxsize=None)
+def reply_schema(reply: type[BaseModel]) -> dict:
+    """The JSON schema of a reply shape, made once (pydantic builds it anew on every call) and shared by every
+    request for that shape: nothing changes a request's schema."""
+    return reply.model_json_schema()
 
 
 class SelfCheckReply(StrictReply):
@@ -189,7 +197,7 @@ class PromptJudge(Verifier):
     def request(self, check: Case, engines: "EnginePool | None") -> Request:
         return Request(
             messages=self.messages(check),
-            schema=self.reply.model_json_schema(),
+            schema=reply_schema(self.reply),
             sampling=self.sampling(engines),
             logprobs=self.logprobs,
             tag=f"eval:{self.name}",
@@ -343,7 +351,7 @@ class Consistency(SelfCheck):
                 verdict = "the text is NOT factual" if decisions[i][0] else "the text is factual"
                 reqs.append(Request(
                     messages=self._reflect_messages(checks[i], verdict, decisions[i][3]),
-                    schema=ReflectionReply.model_json_schema(),
+                    schema=reply_schema(ReflectionReply),
                     sampling=self.sampling(engines),
                     tag="eval:consistency:reflect",
                     quote=quotable(checks[i].claim, checks[i].evidence),
