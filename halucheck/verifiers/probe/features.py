@@ -171,7 +171,8 @@ class Extractor:
 
     def _batches(self, ids: list[list[int]], order: list[int]) -> list[list[int]]:
         """``order`` (prompt numbers, sorted by their tokens ``ids``) cut into batches of at most ``self.batch``
-        neighbours whose own parts, past the start they share, come to at most :data:`BATCH_TOKENS` tokens."""
+        neighbours that share one start (the first two's common prefix) and whose own parts past it come to at most
+        :data:`BATCH_TOKENS` tokens."""
         out: list[list[int]] = []
         current: list[int] = []
         start: list[int] = []
@@ -180,7 +181,9 @@ class Extractor:
             if current:
                 shared = min(len(start), common_prefix(start, t))
                 wide = max(longest, len(t))
-                if len(current) < self.batch and (len(current) + 1) * (wide - shared) <= BATCH_TOKENS:
+                keeps = len(current) == 1 or shared == len(start)  # a batch's shared start never shrinks: the
+                # claims about one chunk go together, and a prompt on another chunk starts a batch of its own
+                if keeps and len(current) < self.batch and (len(current) + 1) * (wide - shared) <= BATCH_TOKENS:
                     current.append(n)
                     start, longest = start[:shared], wide
                     continue
