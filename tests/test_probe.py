@@ -80,6 +80,52 @@ def test_chunks_of_a_long_passage_are_several_and_cover_it():
     assert " ".join(c.text for c in parts) == text
 
 
+@pytest.mark.parametrize("seed", range(6))
+def test_joined_reads_each_overlapping_window_of_a_source_once(seed):
+    from halucheck.records import Evidence
+    from halucheck.verifiers.probe.prompt import joined
+
+    rng = random.Random(seed)
+    docs = {f"doc{d}.md": " ".join(sentence(rng, rng.randint(3, 8)) for _ in range(30)) for d in range(3)}
+    windows = []
+    for name, text in docs.items():  # overlapping windows, as a corpus index cuts them
+        for start in range(0, len(text), 120):
+            windows.append(Evidence(text[start:start + 200], name, start, min(len(text), start + 200)))
+    hits = rng.sample(windows, 10)
+    spans = joined(hits)
+    # every hit's text is read, inside a span of its own source, and each span is a slice of one document
+    for h in hits:
+        assert any(h.text in s for s in spans)
+    for s in spans:
+        assert sum(s in text for text in docs.values()) == 1
+    # no two spans of one source overlap: each character is read once
+    located = sorted((name, text.index(s), text.index(s) + len(s)) for s in spans
+                     for name, text in docs.items() if s in text)
+    for (n1, _, e1), (n2, s2, _) in zip(located, located[1:]):
+        assert n1 != n2 or s2 >= e1
+    # the first span is the best-ranked hit's
+    assert hits[0].text in spans[0]
+    assert sum(len(s) for s in spans) <= sum(len(h.text) for h in hits)
+
+
+def test_joined_keeps_unlocated_touching_and_differing_passages_apart():
+    from halucheck.records import Evidence
+    from halucheck.verifiers.probe.prompt import joined
+
+    given = [Evidence("Alpha one.", "item-1"), Evidence("Alpha one.", "item-1")]  # eval's passages: no location
+    assert joined(given) == ["Alpha one.", "Alpha one."]
+    touching = [Evidence("abc.", "d", 0, 4), Evidence(" def.", "d", 4, 9)]
+    assert joined(touching) == ["abc.", " def."]
+    differing = [Evidence("abcdef", "d", 0, 6), Evidence("XYZghi", "d", 3, 9)]  # overlap does not read the same
+    assert joined(differing) == ["abcdef", "XYZghi"]
+    other_source = [Evidence("abcdef", "d", 0, 6), Evidence("defghi", "e", 3, 9)]
+    assert joined(other_source) == ["abcdef", "defghi"]
+    overlapping = [Evidence("defghi", "d", 3, 9), Evidence("xyz", "e", 0, 3), Evidence("abcdef", "d", 0, 6)]
+    assert joined(overlapping) == ["abcdefghi", "xyz"]
+    bridged = [Evidence("ab", "d", 0, 2), Evidence("fg", "d", 5, 7), Evidence("bcdef", "d", 1, 6)]
+    assert joined(bridged) == ["abcdefg"]
+
+
 def test_chunks_no_evidence_is_one_empty_chunk():
     assert chunks([]) == [Chunk("")]
     assert chunks(["", "  \n "]) == [Chunk("")]

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Sequence
 
 from halucheck.prompts import load as load_prompts
+from halucheck.records import Evidence
 from halucheck.text import sentence_spans
 
 # The prompt and what a forward pass yields. Part of every cached feature's key and of every head's provenance:
@@ -50,6 +51,57 @@ def chunks(passages: Sequence[str], size: int = CHUNK_CHARS) -> list[Chunk]:
     if not texts:
         return [Chunk("")]
     return [Chunk(t, i, len(texts)) for i, t in enumerate(texts)]
+
+
+def joined(evidence: Sequence[Evidence]) -> list[str]:
+    """The texts to read, each passage's words once: passages of one source whose character ranges overlap (a
+    corpus's passages are overlapping windows, and several queries find neighbours) are joined into one span in
+    document order, placed where its best-ranked member was. Passages without a location (``end <= start``),
+    ones that only touch, and ones whose overlap does not read the same are kept as they are."""
+    groups: list[list[Evidence]] = []
+    for e in evidence:
+        if e.end > e.start and e.source:
+            for g in groups:
+                if g[0].source == e.source and any(_overlap(m, e) for m in g):
+                    g.append(e)
+                    break
+            else:
+                groups.append([e])
+        else:
+            groups.append([e])
+    merged = True
+    while merged:  # a later passage can bridge two groups of one source
+        merged = False
+        for i, g in enumerate(groups):
+            j = next((j for j in range(i + 1, len(groups)) if groups[j][0].source == g[0].source
+                      and any(_overlap(m, e) for m in g for e in groups[j])), None)
+            if j is not None:
+                g += groups.pop(j)
+                merged = True
+                break
+    return [_span(g) for g in groups]
+
+
+def _overlap(a: Evidence, b: Evidence) -> bool:
+    """``a`` and ``b`` share characters of one source and read the same there."""
+    if not (a.end > a.start and b.end > b.start and a.source == b.source):
+        return False
+    lo, hi = max(a.start, b.start), min(a.end, b.end)
+    return lo < hi and len(a.text) == a.end - a.start and len(b.text) == b.end - b.start and \
+        a.text[lo - a.start:hi - a.start] == b.text[lo - b.start:hi - b.start]
+
+
+def _span(group: list[Evidence]) -> str:
+    """One group's passages as one text, in document order."""
+    if len(group) == 1:
+        return group[0].text
+    ordered = sorted(group, key=lambda e: (e.start, e.end))
+    text, end = ordered[0].text, ordered[0].end
+    for e in ordered[1:]:
+        if e.end > end:
+            text += e.text[max(0, end - e.start):]
+            end = e.end
+    return text
 
 
 def _words(text: str) -> set[str]:

@@ -18,7 +18,7 @@ import numpy as np
 from halucheck.records import Case, Cost, Turn, Verdict
 from halucheck.verifiers.base import Verifier, closed_book, under_check, verdict_from_score
 from halucheck.verifiers.probe.features import Extractor, Features, extractor_for, unwrapped
-from halucheck.verifiers.probe.prompt import Chunk, chunks, closest, messages
+from halucheck.verifiers.probe.prompt import Chunk, chunks, closest, joined, messages
 
 if TYPE_CHECKING:
     from halucheck.engines.pool import EnginePool
@@ -34,7 +34,7 @@ SHOWN_CHARS = 400  # of the deciding chunk, in the trace
 def prompts_of(check: Case, only_closest: bool = False) -> tuple[list[Chunk], list[tuple[dict, ...]]]:
     """The chunks of a check's evidence and the prompt of each; ``only_closest``: only the chunk that shares the most
     words with the claim (:func:`~.prompt.closest`; a training example's cheap stand-in for all of them)."""
-    parts = chunks([e.text for e in check.evidence])
+    parts = chunks(joined(check.evidence))
     text = under_check(check.claim)
     if only_closest and len(parts) > 1:
         parts = [parts[closest(parts, check.claim.statement)]]
@@ -120,7 +120,7 @@ class ChunkJudge(Verifier):
         return 1
 
     def expected_calls(self, checks) -> int:
-        return sum(len(chunks([e.text for e in c.evidence])) for c in checks)
+        return sum(len(chunks(joined(c.evidence))) for c in checks)
 
 
 class Direct(ChunkJudge):
