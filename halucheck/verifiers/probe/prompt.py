@@ -1,9 +1,9 @@
 """What the direct verdict and the head read: the evidence cut into chunks at sentence boundaries, and one fixed
 prompt per (chunk, claim) (``halucheck/prompts/direct.yaml``).
 
-The whole evidence is read: passages are joined in order and cut into chunks of at most :data:`CHUNK_CHARS`
-characters (about 400 tokens of English) at sentence ends; a sentence longer than a chunk is cut at white
-space. Every chunk is judged with the claim; the claim's verdict is its best-supporting chunk's
+The whole evidence is read: overlapping passages of one source are joined (:func:`joined`), then passages are
+put together in order and cut into chunks of at most :data:`CHUNK_CHARS` characters (about 400 tokens of
+English) at sentence ends; a sentence longer than a chunk is cut at white space. Every chunk is judged with the claim; the claim's verdict is its best-supporting chunk's
 (:mod:`halucheck.verifiers.probe.verifier`). Chunks are measured in characters, not tokens, so the same
 evidence is cut the same way whatever model or engine reads it.
 """
