@@ -3,6 +3,7 @@
 import json
 import re
 from itertools import count
+from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
@@ -303,6 +304,27 @@ def test_items_without_evidence_get_their_passages_from_the_corpus(tmp_path, fak
     assert own.evidence == ["My own passage."]  # an item's own evidence is kept, never searched
     assert d.evidence_counts() == {"own": 1, "corpus": 1, "none": 0}
     assert d.describe()["evidence"] == {"own": 1, "corpus": 1, "none": 0}
+
+
+def test_passages_from_the_corpus_keep_their_place_so_a_verifier_reads_them_as_a_run_would(tmp_path, fake_embeddings):
+    from halucheck.evaluation.verifiers import case_of
+    from halucheck.verifiers.probe.prompt import joined
+
+    path = write_jsonl(tmp_path / "f.jsonl", [
+        {"id": "t", "question": "When was the Eiffel Tower completed?", "answer": "In 1889.", "hallucinated": False},
+        {"id": "own", "answer": "The Danube reaches the Black Sea.", "evidence": ["Mine."], "hallucinated": False},
+    ])
+    d = read_user_data(path)
+    add_corpus_evidence(d, corpus_dir(tmp_path), k=2, index=tmp_path / "idx.duckdb")
+    tower, own = (case_of(it) for it in d.items)
+    docs = {p.resolve(): p.read_text() for p in (tmp_path / "docs").iterdir()}
+    for e in tower.evidence:  # located: the passage is its source's text at start-end
+        assert docs[Path(e.source)][e.start:e.end] == e.text and e.end > e.start
+    assert [(e.source, e.end, e.text) for e in own.evidence] == [(d.items[1].id, 0, "Mine.")]  # no place: as given
+    assert joined(own.evidence) == ["Mine."]
+    broken = d.items[0]
+    broken.meta["evidence_sources"] = ["no-span-here"] + broken.meta["evidence_sources"][1:]
+    assert case_of(broken).evidence[0].source == broken.id  # a place that does not parse: read as given
 
 
 def test_corpus_must_be_a_folder(tmp_path):

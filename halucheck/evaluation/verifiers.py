@@ -37,8 +37,23 @@ def text_of(item: EvalItem) -> tuple[str | None, str]:
 def case_of(item: EvalItem) -> Case:
     """The claim and evidence every verifier is shown for ``item``."""
     question, text = text_of(item)
-    return Case(Claim(text=text, question=question), tuple(Evidence(text=e, source=item.id) for e in item.evidence),
-                 meta=dict(item.meta))
+    return Case(Claim(text=text, question=question), _located(item), meta=dict(item.meta))
+
+
+def _located(item: EvalItem) -> tuple[Evidence, ...]:
+    """``item``'s passages; those ``eval --corpus`` retrieved keep their place in the corpus (``source:start-end``
+    in ``meta["evidence_sources"]``), as ``run --corpus`` keeps it, so a verifier reads them as a run would."""
+    places = item.meta.get("evidence_sources") if item.meta.get("evidence_from") == "corpus" else None
+    out = []
+    for n, e in enumerate(item.evidence):
+        where = places[n] if isinstance(places, list) and n < len(places) and isinstance(places[n], str) else ""
+        source, _, span = where.rpartition(":")
+        start, _, end = span.partition("-")
+        if source and start.isdigit() and end.isdigit():
+            out.append(Evidence(text=e, source=source, start=int(start), end=int(end)))
+        else:
+            out.append(Evidence(text=e, source=item.id))
+    return tuple(out)
 
 
 def prediction_of(verdict: Verdict | None) -> Prediction:
