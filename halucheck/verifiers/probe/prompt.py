@@ -4,8 +4,8 @@ prompt per (chunk, claim) (``halucheck/prompts/direct.yaml``).
 The whole evidence is read: overlapping passages of one source are joined (:func:`joined`), then passages are
 put together in order and cut into chunks of at most :data:`CHUNK_CHARS` characters (about 400 tokens of
 English) at sentence ends; a sentence longer than a chunk is cut at white space. Every chunk is judged with the
-claim; the claim's verdict is its best-supporting chunk's (:mod:`halucheck.verifiers.probe.verifier`). Chunks are measured in characters, not tokens, so the same
-evidence is cut the same way whatever model or engine reads it.
+claim; the claim's verdict is its best-supporting chunk's (:mod:`halucheck.verifiers.probe.verifier`). Chunks are
+measured in characters, not tokens, so the same evidence is cut the same way whatever model or engine reads it.
 """
 
 from __future__ import annotations
