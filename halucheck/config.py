@@ -557,10 +557,16 @@ class RunOptions:
         return hashlib.sha256(json.dumps(payload, sort_keys=True, default=str).encode()).hexdigest()
 
 
+def head_file(name: str) -> Path:
+    """The file of the head called ``name``: the path itself when it is a .npz file or exists, else the head saved
+    under that name by ``halucheck train`` (``$HALUCHECK_HOME/heads/NAME.npz``)."""
+    path = Path(name)
+    return path if path.suffix == ".npz" or path.exists() else user_cache_dir() / "heads" / f"{name}.npz"
+
+
 def _head_identity(name: str) -> str:
     """A head by what its file holds (a refitted head under the same name makes another run)."""
-    path = Path(name) if Path(name).suffix == ".npz" or Path(name).exists() else \
-        user_cache_dir() / "heads" / f"{name}.npz"
+    path = head_file(name)
     return _file_identity(path) if path.is_file() else name
 
 

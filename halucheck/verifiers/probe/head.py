@@ -102,10 +102,11 @@ def heads_dir() -> Path:
 
 
 def head_path(name: str) -> Path:
-    """The file of the head called ``name``: the path itself when it is a .npz file or exists, else the head saved
-    under that name by ``halucheck train`` (``heads_dir()/NAME.npz``)."""
-    path = Path(name)
-    return path if path.suffix == ".npz" or path.exists() else heads_dir() / f"{name}.npz"
+    """The file of the head called ``name`` (:func:`halucheck.config.head_file`: the path itself when it is a .npz
+    file or exists, else ``heads_dir()/NAME.npz``); the run fingerprint reads the same rule."""
+    from halucheck.config import head_file
+
+    return head_file(name)
 
 
 def shipped_path(model_name: str) -> Path:
