@@ -40,6 +40,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
+from halucheck.config import EVIDENCE_K
 from halucheck.errors import InputError
 from halucheck.evaluation.datasets import EvalItem
 from halucheck.inputs import csv_rows, json_kind, json_objects, split_lines
@@ -399,7 +400,7 @@ def add_corpus_evidence(data: UserData, corpus: str | Path, k: int, index: str |
 
 
 def load_user_data(path: str | Path, limit: int | None = None, corpus: str | Path | None = None,
-                   k: int = 10, index: str | Path | None = None, warn: Warn | None = None) -> UserData:
+                   k: int = EVIDENCE_K, index: str | Path | None = None, warn: Warn | None = None) -> UserData:
     """Read ``path``, pass each bad line to ``warn`` (as ``FILE:LINE: ...``), require a usable item, and
     with ``corpus`` retrieve evidence for the items that have none; see :func:`read_user_data`."""
     warn = warn or (lambda _m: None)

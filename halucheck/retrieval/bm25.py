@@ -9,6 +9,8 @@ from typing import Callable, Sequence
 
 import numpy as np
 
+from halucheck.config import SEARCH_HITS
+
 _TOKEN = re.compile(r"(?u)\b\w\w+\b")
 
 
@@ -84,7 +86,7 @@ class BM25:
         ids = list(dict.fromkeys(self._r.vocab_dict[t] for t in self.tokenizer(query) if t in self._r.vocab_dict))
         return self._r.get_scores_from_ids(ids) if ids else np.zeros(self.n_docs)
 
-    def search_many(self, queries: Sequence[str], k: int = 10) -> list[list[tuple[int, float]]]:
+    def search_many(self, queries: Sequence[str], k: int = SEARCH_HITS) -> list[list[tuple[int, float]]]:
         """Top-``k`` ``(row, score)`` per query, best first; rows with score 0 (no shared term) are left out."""
         out: list[list[tuple[int, float]]] = [[] for _ in queries]
         if not self.n_docs or not queries:

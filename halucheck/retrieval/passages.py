@@ -8,6 +8,7 @@ from typing import Sequence
 
 import numpy as np
 
+from halucheck.config import SEARCH_HITS
 from halucheck.errors import ConfigError
 from halucheck.records import Evidence
 from halucheck.retrieval.bm25 import BM25
@@ -73,7 +74,7 @@ class PassageIndex:
         return self._dense.search_many(q, k)
 
     def search_many(
-        self, queries: Sequence[str], k: int = 10, mode: str = "hybrid", query_embeddings: np.ndarray | None = None
+        self, queries: Sequence[str], k: int = SEARCH_HITS, mode: str = "hybrid", query_embeddings: np.ndarray | None = None
     ) -> list[list[Evidence]]:
         """Top-``k`` passages per query, best first, as :class:`Evidence` with the mode's score."""
         dense = lambda qs, kk: self._dense_search(qs, kk, query_embeddings)  # noqa: E731
@@ -87,14 +88,14 @@ class PassageIndex:
             out.append(row)
         return out
 
-    def search(self, query: str, k: int = 10, mode: str = "hybrid") -> list[Evidence]:
+    def search(self, query: str, k: int = SEARCH_HITS, mode: str = "hybrid") -> list[Evidence]:
         """Top-``k`` passages for one query."""
         return self.search_many([query], k, mode)[0]
 
 
 def search_in_passages(
     groups: Sequence[tuple[Sequence[str], Sequence[str | Evidence]]],
-    k: int = 10,
+    k: int = SEARCH_HITS,
     mode: str = "hybrid",
     embedder=None,
     batch_size: int = 64,
