@@ -204,7 +204,9 @@ class DenseMatrix:
             return np.broadcast_to(np.arange(scores.shape[1]), scores.shape).copy()
         return np.argpartition(-scores, cand - 1, axis=1)[:, :cand]
 
-    def search_many(self, queries: np.ndarray, k: int = SEARCH_HITS, block: int | None = None) -> list[list[tuple[int, float]]]:
+    def search_many(
+        self, queries: np.ndarray, k: int = SEARCH_HITS, block: int | None = None
+    ) -> list[list[tuple[int, float]]]:
         """Top-``k`` ``(row, cosine)`` for each query embedding, best first; equal cosines by row."""
         n = len(self)
         out: list[list[tuple[int, float]]] = []

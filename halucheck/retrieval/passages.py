@@ -74,7 +74,8 @@ class PassageIndex:
         return self._dense.search_many(q, k)
 
     def search_many(
-        self, queries: Sequence[str], k: int = SEARCH_HITS, mode: str = "hybrid", query_embeddings: np.ndarray | None = None
+        self, queries: Sequence[str], k: int = SEARCH_HITS, mode: str = "hybrid",
+        query_embeddings: np.ndarray | None = None,
     ) -> list[list[Evidence]]:
         """Top-``k`` passages per query, best first, as :class:`Evidence` with the mode's score."""
         dense = lambda qs, kk: self._dense_search(qs, kk, query_embeddings)  # noqa: E731
