@@ -193,9 +193,6 @@ class Extractor:
             out.append(current)
         return out
 
-    def _pass(self, ids: list[int]) -> Features:
-        return self._passes([ids])[0]
-
     def _passes(self, batch: list[list[int]]) -> list[Features]:
         """One forward pass over ``batch``: their shared start once (from the previous pass's KV as far as it
         goes), then each prompt's own rest, right-padded. One prompt alone: all of it but its last token is its
@@ -240,8 +237,7 @@ class Extractor:
                 lasts = torch.stack([out.last_hidden_state[i, len(r) - 1] for i, r in enumerate(rests)])
             hidden = torch.stack(states).float()  # (prompts, layers + 1, width)
             logits = model.lm_head(lasts).float()
-        computed = (sum(len(t) for t in batch) - start - (len(batch) - 1) * shared) if len(batch) > 1 else \
-            len(batch[0]) - start
+        computed = sum(len(t) for t in batch) - start - (len(batch) - 1) * shared
         self.passes += len(batch)
         self.computed_tokens += computed
         self.reused_tokens += sum(len(t) for t in batch) - computed

@@ -58,23 +58,13 @@ def joined(evidence: Sequence[Evidence]) -> list[str]:
     corpus's passages are overlapping windows, and several queries find neighbours) are joined into one span in
     document order, placed where its best-ranked member was. Passages without a location (``end <= start``),
     ones that only touch, and ones whose overlap does not read the same are kept as they are."""
-    groups: list[list[Evidence]] = []
-    for e in evidence:
-        if e.end > e.start and e.source:
-            for g in groups:
-                if g[0].source == e.source and any(_overlap(m, e) for m in g):
-                    g.append(e)
-                    break
-            else:
-                groups.append([e])
-        else:
-            groups.append([e])
+    groups = [[e] for e in evidence]
     merged = True
-    while merged:  # a later passage can bridge two groups of one source
+    while merged:  # a later group joins the first earlier one it overlaps (a passage can bridge two groups)
         merged = False
         for i, g in enumerate(groups):
-            j = next((j for j in range(i + 1, len(groups)) if groups[j][0].source == g[0].source
-                      and any(_overlap(m, e) for m in g for e in groups[j])), None)
+            j = next((j for j in range(i + 1, len(groups))
+                      if any(_overlap(m, e) for m in g for e in groups[j])), None)
             if j is not None:
                 g += groups.pop(j)
                 merged = True
