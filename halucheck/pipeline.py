@@ -1,4 +1,4 @@
-"""`halucheck run`: answers -> claims -> queries -> evidence -> verify (selfcheck by default) -> reports.
+"""`halucheck run`: answers -> claims -> queries -> evidence -> verify (the profile's verifier) -> reports.
 
 Stages run over all pending work at once (batch-first), and results are written to the run database
 batch by batch. Started again with the same arguments, a run skips what is finished (items with claims,
@@ -29,9 +29,8 @@ from halucheck.verifiers import calibration, routed
 # How a model reply that never matched its schema is reported (engines/base.py, debate/agents.py)
 MODEL_REPLY_FAILURES = ("reply is not valid JSON", "reply violates the schema", "reply rejected")
 
-# Verdicts are written in batches: this many, or after this many seconds, whichever comes first
-VERDICT_BATCH = 512
-VERDICT_FLUSH_S = 2.0
+# Verdicts are written in batches: this many, or the ones handed on before a pause of this many seconds
+VERDICT_BATCH, VERDICT_FLUSH_S = 512, 2.0
 
 
 class Pipeline:
@@ -236,8 +235,10 @@ class Pipeline:
 
         def on_verdict(i, verdict):
             bar.on_verdict(unique.cases[i], verdict)
+            if time.perf_counter() - last[0] > VERDICT_FLUSH_S:  # before this one: a group handed on together
+                flush()
             buffer.update((cid, verdict) for cid in claim_ids[i])  # its twins share it rather than copy it
-            if len(buffer) >= VERDICT_BATCH or time.perf_counter() - last[0] > VERDICT_FLUSH_S:
+            if len(buffer) >= VERDICT_BATCH:
                 flush()
 
         # the replies kept before a stop stay counted (a resumed run asks them no more); the costs replace them

@@ -247,7 +247,7 @@ class TinyEngine:
     def __init__(self, hf_model, tokenizer) -> None:
         self.hf_model = hf_model
         self.tokenizer = tokenizer
-        self.requests = []  # what generate was asked (the severity grades)
+        self.requests = []  # what generate was asked (nothing: direct and probe decode nothing, grades included)
         self.replies = []  # what it answers, in order; a default grade when they run out
 
     def generate(self, requests):
@@ -684,33 +684,73 @@ def test_probe_picks_the_lowest_p_hallucinated_chunk_with_either_head(tiny, tmp_
     assert tiny.requests == []  # a supported claim is not graded
 
 
-def test_unsupported_claims_are_graded_with_their_deciding_chunk(tiny, tmp_path):
-    from halucheck.engines.base import Result
+def test_unsupported_claims_are_graded_in_their_deciding_pass_conversation(tiny, tmp_path):
+    from halucheck.verifiers.severity import GRADES, conversation
 
     head, _ = _probe_head(tiny, tmp_path, 1.0, "flat")
     head.intercept = 3.0  # every chunk hallucinated, P = sigmoid(3); ties go to the first chunk
     path = head.save(tmp_path / "always.npz")
     a, closed = two_chunk_check(), Case(Claim("Paris is the capital of France."))
     tiny.requests.clear()
-    tiny.replies[:] = [Result(text='{"error_severity": 2}', parsed={"error_severity": 2}, prompt_tokens=11,
-                              completion_tokens=6),
-                       Result(error="timed out")]
     probe = Probe(VerifierOptions(head=str(path)))
-    try:
-        va, vc = probe.verify([a, closed], Pool(tiny))
-    finally:
-        tiny.replies.clear()
+    va, vc = probe.verify([a, closed], Pool(tiny))
     assert va.factuality is False and vc.factuality is False
-    assert len(tiny.requests) == 2
-    first, second = tiny.requests
-    assert first.schema["properties"]["error_severity"]["enum"] == [1, 2, 3, 4, 5]
-    assert chunks([e.text for e in a.evidence])[0].text in first.messages[-1]["content"]
-    assert "[text]: The copper bridge was painted silver." in first.messages[-1]["content"]
-    assert "no document was given" in second.messages[-1]["content"]
-    assert va.error_severity == 2 and va.chain[0].error_severity == 2 and va.chain[0].completion_tokens == 6
-    assert vc.error_severity is None  # a failed grade leaves it unrated
+    assert tiny.requests == []  # no decoded call: the grade is read from a prompt pass
+    digits = tiny.tokenizer.convert_tokens_to_ids([str(n) for n in GRADES])
+    for v, check in ((va, a), (vc, closed)):
+        deciding = prompts_of(check)[1][0]
+        talk = conversation(deciding, check.claim.statement, None)
+        assert talk[:2] == deciding and talk[2] == {"role": "assistant", "content": "No"}
+        assert "How severe is the error of the statement?" in talk[3]["content"]
+        fresh, total, reused = Extractor(tiny).reply_logits(talk, digits)  # nothing kept: all computed
+        assert reused == 0 and total == len(tiny._encode(talk))
+        assert np.ptp(fresh) > 1e-2  # the digits' logits differ, so the argmax means something
+        assert v.error_severity == GRADES[int(fresh.argmax())] and v.chain[0].error_severity == v.error_severity
+        assert v.chain[0].completion_tokens == 0
+    # the grade went on from the deciding pass's kept KV: only its own question was computed
     cost = probe.costs["probe"]
-    assert cost.llm_calls == 3 + 2 and cost.failed_calls == 1
+    assert cost.llm_calls == 3 + 2
+    asked = [len(tiny._encode(prompts_of(c)[1][0])) for c in (a, closed)]
+    assert cost.cached_tokens >= sum(asked)  # each grade reused its whole deciding prompt
+
+
+def test_a_grade_without_the_kept_pass_is_the_same_grade(tiny):
+    from halucheck.verifiers.severity import GRADES, conversation
+
+    check = two_chunk_check()
+    prompt = prompts_of(check)[1][1]
+    talk = conversation(prompt, check.claim.statement)
+    digits = tiny.tokenizer.convert_tokens_to_ids([str(n) for n in GRADES])
+    ex = Extractor(tiny)
+    ex.features([prompt])
+    kept, total, reused = ex.reply_logits(talk, digits)
+    assert reused == len(tiny._encode(prompt)) and total > reused
+    ex.forget()
+    fresh, _, none = ex.reply_logits(talk, digits)
+    assert none == 0 and np.allclose(kept, fresh, atol=1e-3)
+
+
+def test_claims_are_judged_and_handed_on_in_groups(tiny, monkeypatch):
+    """A run writes verdicts as it goes: a group's verdicts are handed on before the next group's passes, and each
+    group starts from no kept KV (what it computes does not depend on the groups before it)."""
+    from halucheck.verifiers.probe import verifier
+
+    monkeypatch.setattr(verifier, "GROUP", 2)
+    checks = [Case(Claim(f"The bridge was built in {1870 + i}."), (Evidence(DOC),)) for i in range(5)]
+    events = []
+    direct = Direct(VerifierOptions(grade=False))
+    ex = direct.extractor(Pool(tiny))
+    features = ex.features
+    monkeypatch.setattr(ex, "features", lambda prompts, progress=None: events.append(("passes", len(prompts)))
+                        or features(prompts, progress))
+    forget = ex.forget
+    monkeypatch.setattr(ex, "forget", lambda: events.append("forget") or forget())
+    out = direct.verify(checks, Pool(tiny), on_verdict=lambda i, v: events.append(i))
+    assert events == ["forget", ("passes", 2), 0, 1, "forget", ("passes", 2), 2, 3, "forget", ("passes", 1), 4,
+                      "forget"]
+    assert direct.costs["direct"].claims == 5 and direct.costs["direct"].llm_calls == 5
+    alone = Direct(VerifierOptions(grade=False)).verify(checks[4:], Pool(tiny))[0]
+    assert alone.p_hallucinated == out[4].p_hallucinated  # the last group computed as if it came first
 
 
 def test_several_checks_in_one_call_keep_their_own_chunks(tiny, tmp_path):

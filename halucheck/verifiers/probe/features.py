@@ -19,6 +19,7 @@ from __future__ import annotations
 import copy
 import hashlib
 import threading
+from collections import OrderedDict
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Sequence
@@ -35,6 +36,9 @@ if TYPE_CHECKING:
 
 # Fewer shared tokens than this are computed again rather than copied from the previous pass's KV.
 MIN_REUSE = 32
+# The KV of recent one-prompt passes kept for a question that goes on from one of them (the severity of a claim
+# found unsupported goes on from its deciding pass: :meth:`Extractor.reply_logits`); the oldest dropped first.
+KEEP_BYTES = 512 * 2**20
 # Prompts per forward pass on a GPU, and the most tokens a pass computes past their shared start (bounds its
 # activations).
 BATCH = 8
@@ -126,6 +130,8 @@ class Extractor:
         self.yes_id = tok.convert_tokens_to_ids(YES)
         self.no_id = tok.convert_tokens_to_ids(NO)
         self._last: tuple[list[int], object] | None = None  # the previous pass's tokens and KV
+        self._kept: OrderedDict[tuple[int, ...], tuple[object, int]] = OrderedDict()  # tokens -> (KV, bytes)
+        self._kept_bytes = 0
         self.passes = self.computed_tokens = self.reused_tokens = self.stored = 0
         self._lock = threading.Lock()
 
@@ -194,32 +200,24 @@ class Extractor:
         return out
 
     def _passes(self, batch: list[list[int]]) -> list[Features]:
-        """One forward pass over ``batch``: their shared start once (from the previous pass's KV as far as it
-        goes), then each prompt's own rest, right-padded. One prompt alone: all of it but its last token is its
-        shared start, so the next pass that starts like it reuses it all."""
+        """One forward pass over ``batch``: their shared start once (from a kept pass's KV as far as it goes), then
+        each prompt's own rest, right-padded. One prompt alone: all of it but its last token is its shared start, so
+        the next pass that starts like it reuses it all, and its KV is kept (:meth:`_keep`)."""
         import torch
-        from transformers import DynamicCache
 
         model = self.engine.hf_model
         shared = min(min(common_prefix(batch[0], t) for t in batch), min(len(t) for t in batch) - 1)
         head = batch[0][:shared]
         with self._lock, torch.inference_mode():
             torch.set_num_threads(self.engine.threads)
-            past, start = DynamicCache(), 0
-            if self._last is not None:
-                prev_ids, prev_kv = self._last
-                common = common_prefix(prev_ids, head) if len(batch) > 1 else min(
-                    common_prefix(prev_ids, batch[0]), len(batch[0]) - 1)
-                if common >= MIN_REUSE:
-                    past = copy.deepcopy(prev_kv)
-                    past.crop(common - past.get_seq_length())  # a negative count: the tokens to drop
-                    start = common
+            past, start = self._reusable(head if len(batch) > 1 else batch[0][:-1])
             if len(batch) == 1:
                 out = model.model(input_ids=torch.tensor([batch[0][start:]]), cache=past, use_cache=True,
                                   output_hidden_states=True)
                 states = [torch.stack([h[0, -1] for h in out.hidden_states])]
                 lasts = out.last_hidden_state[:, -1]
                 self._last = (batch[0], past)  # the cache object was filled in place
+                self._keep(batch[0], past)
             else:
                 if shared > start:  # the rest of the shared start, once
                     model.model(input_ids=torch.tensor([head[start:]]), cache=past, use_cache=True)
@@ -245,9 +243,59 @@ class Extractor:
         return [Features(h.numpy().astype(np.float16), float(lg[self.yes_id]), float(lg[self.no_id]),
                          tokens=len(t), cached=c) for h, lg, t, c in zip(hidden, logits, batch, reused)]
 
+    def reply_logits(self, messages: Sequence[dict], tokens: Sequence[int]) -> tuple[np.ndarray, int, int]:
+        """One pass over ``messages`` (nothing decoded, nothing stored): the logits of ``tokens`` as the reply's first
+        token, the prompt's length in tokens and how many of them were reused. A conversation that goes on from an
+        earlier pass's prompt (its question, the model's answer, a next question) reuses that pass's KV while it is
+        kept (:data:`KEEP_BYTES`), so only what follows it is computed."""
+        import torch
+
+        ids = self.encode(messages)
+        with self._lock, torch.inference_mode():
+            torch.set_num_threads(self.engine.threads)
+            past, start = self._reusable(ids[:-1])
+            out = self.engine.hf_model.model(input_ids=torch.tensor([ids[start:]]), cache=past, use_cache=True)
+            logits = self.engine.hf_model.lm_head(out.last_hidden_state[:, -1]).float()[0]
+        self.passes += 1
+        self.computed_tokens += len(ids) - start
+        self.reused_tokens += start
+        return logits[list(tokens)].numpy(), len(ids), start
+
+    def _reusable(self, ids: Sequence[int]):
+        """A fresh copy of the kept KV that shares the longest token prefix with ``ids`` (the previous pass's, or a
+        kept one), cut to that prefix, and its length; an empty cache and 0 when none shares :data:`MIN_REUSE`."""
+        from transformers import DynamicCache
+
+        best, kv = 0, None
+        for tokens, cache in ([self._last] if self._last is not None else []) + \
+                [(list(t), c) for t, (c, _) in reversed(self._kept.items())]:
+            n = min(common_prefix(tokens, ids), len(ids))
+            if n > best:
+                best, kv = n, cache
+        if kv is None or best < MIN_REUSE:
+            return DynamicCache(), 0
+        past = copy.deepcopy(kv)
+        past.crop(best - past.get_seq_length())  # a negative count: the tokens to drop
+        return past, best
+
+    def _keep(self, ids: Sequence[int], kv) -> None:
+        """Keep ``kv`` (the whole prompt ``ids``'s) for a later question that goes on from it, within
+        :data:`KEEP_BYTES`, dropping the oldest first. The object is never changed again: reuse copies it."""
+        size = sum(t.numel() * t.element_size() for layer in kv.layers for t in (layer.keys, layer.values)
+                   if t is not None)
+        key = tuple(ids)
+        if key in self._kept:
+            self._kept_bytes -= self._kept.pop(key)[1]
+        self._kept[key] = (kv, size)
+        self._kept_bytes += size
+        while self._kept_bytes > KEEP_BYTES and self._kept:
+            self._kept_bytes -= self._kept.popitem(last=False)[1][1]
+
     def forget(self) -> None:
-        """Drop the previous pass's KV (its memory)."""
+        """Drop the KV kept of earlier passes (their memory): what follows is computed as if it came first."""
         self._last = None
+        self._kept.clear()
+        self._kept_bytes = 0
 
 
 __all__ = ["Extractor", "FeatureStore", "Features", "default_store", "extractor_for", "model_identity", "unwrapped"]

@@ -29,6 +29,7 @@ ROLE = "initial"
 # over the 11 two-class training sets on dev (scripts/train_default_head.py fit; docs/trained-judge.md).
 DIRECT_THRESHOLD = 0.25
 SHOWN_CHARS = 400  # of the deciding chunk, in the trace
+GROUP = 16  # claims whose passes run (and whose verdicts are handed on) together
 
 
 def prompts_of(check: Case, only_closest: bool = False) -> tuple[list[Chunk], list[tuple[dict, ...]]]:
@@ -68,36 +69,54 @@ class ChunkJudge(Verifier):
         raise NotImplementedError
 
     def verify(self, checks, engines, on_verdict=None, on_call=None) -> list[Verdict]:
+        """Claims in groups of :data:`GROUP` (their passes batched, then graded, then handed on), so a run writes
+        verdicts as it goes and a stopped one loses at most a group's passes. Each group starts from no kept KV:
+        what it computes does not depend on the groups before it, so a resumed run computes a group as an
+        uninterrupted one did."""
         t0 = time.perf_counter()
         extractor = self.extractor(engines)
+        out: list[Verdict] = []
+        cost = Cost()
+        for start in range(0, len(checks), GROUP):
+            extractor.forget()
+            group = checks[start:start + GROUP]
+            verdicts, parts, spent = self._group(group, extractor)
+            cost = cost.merged(spent)
+            for i, (v, n) in enumerate(zip(verdicts, parts)):  # each verdict is final (graded) when handed on
+                if on_call is not None:
+                    on_call(n)
+                if on_verdict is not None:
+                    on_verdict(start + i, v)
+            out += verdicts
+        extractor.forget()
+        cost.wall_s = time.perf_counter() - t0
+        self.costs = {self.name: cost}
+        return out
+
+    def _group(self, checks: Sequence[Case], extractor: Extractor) -> tuple[list[Verdict], list[int], Cost]:
+        """The verdicts of ``checks`` (graded), how many chunks each read, and what they cost."""
         per_check, flat = [], []
         for c in checks:
             parts, prompts = prompts_of(c)
-            per_check.append(parts)
+            per_check.append((parts, prompts))
             flat += prompts
         passes0, reused0 = extractor.passes, extractor.reused_tokens
         features = extractor.features(flat, self.progress)
         scores = self.chunk_scores(features, extractor) if features else np.zeros(0)
-        out, at = [], 0
-        for i, (check, parts) in enumerate(zip(checks, per_check)):
+        out, deciding, at = [], [], 0
+        for check, (parts, prompts) in zip(checks, per_check):
             own, feats = scores[at:at + len(parts)], features[at:at + len(parts)]
             at += len(parts)
             best = int(np.argmin(own))
             out.append(self._verdict(check, parts, best, float(own[best]), feats))
-        cost = Cost(claims=len(checks), llm_calls=extractor.passes - passes0, prompt_tokens=sum(f.tokens for f in features),
-                    cached_tokens=extractor.reused_tokens - reused0)
+            deciding.append(prompts[best])
+        cost = Cost(claims=len(checks), llm_calls=extractor.passes - passes0,
+                    prompt_tokens=sum(f.tokens for f in features), cached_tokens=extractor.reused_tokens - reused0)
         if self.options.grade:
-            from halucheck.verifiers.severity import grade
+            from halucheck.verifiers.severity import grade_after_pass
 
-            grade(checks, out, engines, cost, lambda i, v: (v.chain[0].chunk or {}).get("text", ""), self.name)
-        for i, (v, parts) in enumerate(zip(out, per_check)):  # each verdict is final (graded) when it is handed on
-            if on_call is not None:
-                on_call(len(parts))
-            if on_verdict is not None:
-                on_verdict(i, v)
-        cost.wall_s = time.perf_counter() - t0
-        self.costs = {self.name: cost}
-        return out
+            grade_after_pass(checks, out, extractor, cost, lambda i, v: deciding[i])
+        return out, [len(p) for p, _ in per_check], cost
 
     def _verdict(self, check: Case, parts: list[Chunk], best: int, p: float, feats: Sequence[Features]) -> Verdict:
         hallucinated = p >= self.threshold
