@@ -252,7 +252,8 @@ def filter_subjective(engine: "Engine", texts: Sequence[str],
 
 def extract_claims(engine: "Engine", texts: Sequence[str], contexts: Sequence[str] | None = None,
                    sampling: SamplingParams = EXTRACT_SAMPLING) -> list[StageOutput]:
-    """Atomic, self-contained claims (FacTool style) for each text; value is a list of strings."""
+    """Atomic, self-contained claims (FacTool style) for each text, each once and none a question; value is a list
+    of strings."""
     contexts = contexts or [""] * len(texts)
     outs = _run(engine, "extract", EXTRACT_SCHEMA,
                 [{"text": t, "context": c} for t, c in zip(texts, contexts)], "claims", sampling)
@@ -261,7 +262,8 @@ def extract_claims(engine: "Engine", texts: Sequence[str], contexts: Sequence[st
             seen, clean = set(), []
             for c in o.value:
                 c = " ".join(c.split())
-                if c and c.lower() not in seen:
+                if c and not c.endswith("?") and c.lower() not in seen:  # a question (the user's, restated)
+                    # asserts nothing: the demo's "What does a CalibraKit contain?" was judged "supported"
                     seen.add(c.lower())
                     clean.append(c)
             o.value = clean

@@ -154,3 +154,14 @@ def test_a_simple_sentence_is_its_own_claim_and_the_others_are_extracted_in_the_
                                         "The Limnos Station is powered by a small wind turbine."]
     assert answer[claims[1].start:claims[1].end] == "The Limnos Station is powered by a small wind turbine."
     assert claims[1].question is None and claims[1].kind == "knowledge"
+
+
+def test_a_question_the_model_returns_as_a_claim_is_dropped():
+    from halucheck.claims import extract_claims
+    from halucheck.engines.fake import FakeEngine
+
+    engine = FakeEngine(responder=lambda r: {"claims": ["What does a CalibraKit contain?",
+                                                        "A CalibraKit contains six reference solutions.",
+                                                        "a  calibrakit contains six reference solutions."]})
+    out = extract_claims(engine, ["Happy to help! A CalibraKit contains six reference solutions."])
+    assert out[0].value == ["A CalibraKit contains six reference solutions."]
