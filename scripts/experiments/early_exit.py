@@ -31,41 +31,19 @@ def main() -> None:
     args = ap.parse_args()
 
     import numpy as np
-    from transformers import AutoTokenizer
 
-    from halucheck import weights
     from halucheck.evaluation.metrics import auroc, balanced_accuracy
-    from halucheck.evaluation.panel import load_panel
-    from halucheck.evaluation.verifiers import case_of
-    from halucheck.store.features import FeatureStore
-    from halucheck.verifiers.probe.features import default_store
-    from halucheck.verifiers.probe.prompt import RECIPE, closest
-    from halucheck.verifiers.probe.verifier import DIRECT_THRESHOLD, prompts_of
+    from halucheck.verifiers.probe.prompt import closest
+    from halucheck.verifiers.probe.verifier import DIRECT_THRESHOLD
 
-    model_id = f"{MODEL}@{weights.spec_for(MODEL).sha256[:12]}"
-    tok = AutoTokenizer.from_pretrained(weights.resolve(MODEL))
-    store = FeatureStore(default_store(model_id))
     wanted = set(filter(None, args.sets.split(",")))
     floors = [float(f) for f in args.floors.split(",")]
     assert all(f <= DIRECT_THRESHOLD for f in floors), "a floor above the threshold could change verdicts"
     rows = defaultdict(list)  # set -> (hallucinated, P per chunk in document order, closest-first order)
-    missing = 0
-    for item in load_panel():
-        name = item.id.split(":", 1)[0]
-        if wanted and name not in wanted:
-            continue
-        case = case_of(item)
-        parts, prompts = prompts_of(case)
-        ids = [tok(tok.apply_chat_template([dict(m) for m in p], tokenize=False, add_generation_prompt=True),
-                   add_special_tokens=False)["input_ids"] for p in prompts]
-        keys = [FeatureStore.key(f"{model_id}|{RECIPE}", i) for i in ids]
-        got = store.get(keys)
-        if len(got) < len(keys):
-            missing += 1
-            continue
-        p = [1.0 - float(1 / (1 + np.exp(got[k].no - got[k].yes))) for k in keys]  # 1 - P(Yes | Yes or No)
-        order = _closest_first(parts, case.claim.statement, closest)
-        rows[name].append((bool(item.label), p, order))
+    scored, missing = panel_chunk_scores(wanted)
+    for item, case, parts, p in scored:
+        rows[item.id.split(":", 1)[0]].append((bool(item.label), p, _closest_first(parts, case.claim.statement,
+                                                                                   closest)))
     print(f"items without every chunk in the store (skipped): {missing}")
     head = f"{'set':14} {'items':>5} {'chunks':>6} | {'floor':>5} {'passes doc':>10} {'closest':>8} " \
            f"{'BalAcc all':>10} {'stop':>6} {'AUROC all':>9} {'stop':>6}"
@@ -95,6 +73,40 @@ def main() -> None:
         c = totals[(f, "chunks")]
         print(f"all sets, floor {f:.2f}: passes {c:.0f} -> {totals[(f, 'doc')]:.0f} in document order "
               f"({totals[(f, 'doc')] / c:.2f}), {totals[(f, 'near')]:.0f} closest first ({totals[(f, 'near')] / c:.2f})")
+
+
+def panel_chunk_scores(sets=frozenset()):
+    """(item, case, chunks, raw P(hallucinated) of each chunk in document order) for the clean panel's items (of
+    ``sets``; all when empty) whose every pass is in the default model's feature store, and how many were not."""
+    import numpy as np
+    from transformers import AutoTokenizer
+
+    from halucheck import weights
+    from halucheck.evaluation.panel import load_panel
+    from halucheck.evaluation.verifiers import case_of
+    from halucheck.store.features import FeatureStore
+    from halucheck.verifiers.probe.features import default_store
+    from halucheck.verifiers.probe.prompt import RECIPE
+    from halucheck.verifiers.probe.verifier import prompts_of
+
+    model_id = f"{MODEL}@{weights.spec_for(MODEL).sha256[:12]}"
+    tok = AutoTokenizer.from_pretrained(weights.resolve(MODEL))
+    store = FeatureStore(default_store(model_id))
+    out, missing = [], 0
+    for item in load_panel():
+        if sets and item.id.split(":", 1)[0] not in sets:
+            continue
+        case = case_of(item)
+        parts, prompts = prompts_of(case)
+        ids = [tok(tok.apply_chat_template([dict(m) for m in p], tokenize=False, add_generation_prompt=True),
+                   add_special_tokens=False)["input_ids"] for p in prompts]
+        keys = [FeatureStore.key(f"{model_id}|{RECIPE}", i) for i in ids]
+        got = store.get(keys)
+        if len(got) < len(keys):
+            missing += 1
+            continue
+        out.append((item, case, parts, [1.0 - float(1 / (1 + np.exp(got[k].no - got[k].yes))) for k in keys]))
+    return out, missing
 
 
 def _closest_first(parts, claim: str, closest) -> list[int]:
