@@ -699,7 +699,7 @@ def test_unsupported_claims_are_graded_in_their_deciding_pass_conversation(tiny,
     digits = tiny.tokenizer.convert_tokens_to_ids([str(n) for n in GRADES])
     for v, check in ((va, a), (vc, closed)):
         deciding = prompts_of(check)[1][0]
-        talk = conversation(deciding, check.claim.statement, None)
+        talk = conversation(deciding)
         assert talk[:2] == deciding and talk[2] == {"role": "assistant", "content": "No"}
         assert "How severe is the error of the statement?" in talk[3]["content"]
         fresh, total, reused = Extractor(tiny).reply_logits(talk, digits)  # nothing kept: all computed
@@ -719,7 +719,7 @@ def test_a_grade_without_the_kept_pass_is_the_same_grade(tiny):
 
     check = two_chunk_check()
     prompt = prompts_of(check)[1][1]
-    talk = conversation(prompt, check.claim.statement)
+    talk = conversation(prompt)
     digits = tiny.tokenizer.convert_tokens_to_ids([str(n) for n in GRADES])
     ex = Extractor(tiny)
     ex.features([prompt])
@@ -745,7 +745,11 @@ def test_claims_are_judged_and_handed_on_in_groups(tiny, monkeypatch):
                         or features(prompts, progress))
     forget = ex.forget
     monkeypatch.setattr(ex, "forget", lambda: events.append("forget") or forget())
+    shown = []
+    direct.progress = lambda done, total: shown.append((done, total))
     out = direct.verify(checks, Pool(tiny), on_verdict=lambda i, v: events.append(i))
+    assert shown[-1] == (5, 5) and {t for _, t in shown} == {5}  # passes over all the groups, not each group's
+    assert [d for d, _ in shown] == sorted(d for d, _ in shown) and (2, 5) in shown and (4, 5) in shown
     assert events == ["forget", ("passes", 2), 0, 1, "forget", ("passes", 2), 2, 3, "forget", ("passes", 1), 4,
                       "forget"]
     assert direct.costs["direct"].claims == 5 and direct.costs["direct"].llm_calls == 5

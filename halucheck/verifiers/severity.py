@@ -57,10 +57,11 @@ def grade(checks: Sequence[Case], verdicts: list[Verdict], engines: "EnginePool"
             _set(verdicts[i], int(res.parsed["error_severity"]), res.prompt_tokens, res.completion_tokens)
 
 
-def conversation(prompt: Sequence[dict], text: str, question: str | None = None) -> tuple[dict, ...]:
-    """The deciding pass's ``prompt`` (chat messages), its answer "No", and the grading question."""
+def conversation(prompt: Sequence[dict], question: str | None = None) -> tuple[dict, ...]:
+    """The deciding pass's ``prompt`` (chat messages, the statement and ``question`` in it), its answer "No", and the
+    grading question."""
     prompts = load_prompts("severity")
-    ask = prompts["follow_up"].render(question=question, text=text, scale=prompts["scale"].render())
+    ask = prompts["follow_up"].render(question=question, scale=prompts["scale"].render())
     return (*prompt, {"role": "assistant", "content": "No"}, {"role": "user", "content": ask})
 
 
@@ -68,14 +69,12 @@ def grade_after_pass(checks: Sequence[Case], verdicts: list[Verdict], extractor:
                      prompt_of: Callable[[int, Verdict], Sequence[dict]]) -> None:
     """Set ``error_severity`` in place, as :func:`grade` does, from one prompt pass per flagged claim on
     ``extractor``'s model; ``prompt_of(i, verdict)``: the messages of the pass that decided claim ``i``."""
-    from halucheck.verifiers.base import under_check
-
     flagged = _zero_the_supported(verdicts)
     digits = extractor.engine.tokenizer.convert_tokens_to_ids([str(n) for n in GRADES])
     for i in flagged:
         check = checks[i]
         logits, tokens, reused = extractor.reply_logits(
-            conversation(prompt_of(i, verdicts[i]), under_check(check.claim), check.claim.question), digits)
+            conversation(prompt_of(i, verdicts[i]), check.claim.question), digits)
         if cost is not None:
             cost.llm_calls += 1
             cost.prompt_tokens += tokens

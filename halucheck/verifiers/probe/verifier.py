@@ -72,51 +72,52 @@ class ChunkJudge(Verifier):
         """Claims in groups of :data:`GROUP` (their passes batched, then graded, then handed on), so a run writes
         verdicts as it goes and a stopped one loses at most a group's passes. Each group starts from no kept KV:
         what it computes does not depend on the groups before it, so a resumed run computes a group as an
-        uninterrupted one did."""
+        uninterrupted one did. ``self.progress(done, total)``: passes over all groups."""
         t0 = time.perf_counter()
         extractor = self.extractor(engines)
+        prompts = [prompts_of(c) for c in checks]
+        total, done = sum(len(p) for _, p in prompts), 0
         out: list[Verdict] = []
         cost = Cost()
         for start in range(0, len(checks), GROUP):
             extractor.forget()
-            group = checks[start:start + GROUP]
-            verdicts, parts, spent = self._group(group, extractor)
+            group = range(start, min(start + GROUP, len(checks)))
+            progress = (lambda d, _t, before=done: self.progress(before + d, total)) if self.progress else None
+            verdicts, spent = self._group([checks[i] for i in group], [prompts[i] for i in group], extractor,
+                                          progress)
             cost = cost.merged(spent)
-            for i, (v, n) in enumerate(zip(verdicts, parts)):  # each verdict is final (graded) when handed on
+            for i, v in zip(group, verdicts):  # each verdict is final (graded) when handed on
                 if on_call is not None:
-                    on_call(n)
+                    on_call(len(prompts[i][0]))
                 if on_verdict is not None:
-                    on_verdict(start + i, v)
+                    on_verdict(i, v)
+                done += len(prompts[i][0])
             out += verdicts
         extractor.forget()
         cost.wall_s = time.perf_counter() - t0
         self.costs = {self.name: cost}
         return out
 
-    def _group(self, checks: Sequence[Case], extractor: Extractor) -> tuple[list[Verdict], list[int], Cost]:
-        """The verdicts of ``checks`` (graded), how many chunks each read, and what they cost."""
-        per_check, flat = [], []
-        for c in checks:
-            parts, prompts = prompts_of(c)
-            per_check.append((parts, prompts))
-            flat += prompts
+    def _group(self, checks: Sequence[Case], prompts: Sequence[tuple[list[Chunk], list[tuple[dict, ...]]]],
+               extractor: Extractor, progress) -> tuple[list[Verdict], Cost]:
+        """The verdicts of ``checks`` (graded) from their chunks' ``prompts``, and what they cost."""
         passes0, reused0 = extractor.passes, extractor.reused_tokens
-        features = extractor.features(flat, self.progress)
+        features = extractor.features([m for _, p in prompts for m in p], progress)
         scores = self.chunk_scores(features, extractor) if features else np.zeros(0)
         out, deciding, at = [], [], 0
-        for check, (parts, prompts) in zip(checks, per_check):
+        for check, (parts, messages_of) in zip(checks, prompts):
             own, feats = scores[at:at + len(parts)], features[at:at + len(parts)]
             at += len(parts)
             best = int(np.argmin(own))
             out.append(self._verdict(check, parts, best, float(own[best]), feats))
-            deciding.append(prompts[best])
+            deciding.append(messages_of[best])
         cost = Cost(claims=len(checks), llm_calls=extractor.passes - passes0,
                     prompt_tokens=sum(f.tokens for f in features), cached_tokens=extractor.reused_tokens - reused0)
         if self.options.grade:
             from halucheck.verifiers.severity import grade_after_pass
 
             grade_after_pass(checks, out, extractor, cost, lambda i, v: deciding[i])
-        return out, [len(p) for p, _ in per_check], cost
+        return out, cost
 
     def _verdict(self, check: Case, parts: list[Chunk], best: int, p: float, feats: Sequence[Features]) -> Verdict:
         hallucinated = p >= self.threshold
