@@ -757,6 +757,22 @@ def test_claims_are_judged_and_handed_on_in_groups(tiny, monkeypatch):
     assert alone.p_hallucinated == out[4].p_hallucinated  # the last group computed as if it came first
 
 
+def test_with_a_feature_store_groups_go_on_from_the_kv_before(tiny, monkeypatch, tmp_path):
+    """A resumed eval reads its passes back from the store, so its groups need not start afresh."""
+    from halucheck.verifiers.probe import verifier
+
+    monkeypatch.setattr(verifier, "GROUP", 2)
+    checks = [Case(Claim(f"The bridge was built in {1870 + i}."), (Evidence(DOC),)) for i in range(5)]
+    direct = Direct(VerifierOptions(grade=False, features=str(tmp_path / "f.sqlite")))
+    ex = direct.extractor(Pool(tiny))
+    forgotten = []
+    forget = ex.forget
+    monkeypatch.setattr(ex, "forget", lambda: forgotten.append(ex.passes) or forget())
+    direct.verify(checks, Pool(tiny))
+    assert forgotten == [5]  # only when all is done
+    assert direct.costs["direct"].cached_tokens > 0 and ex.stored == 5
+
+
 def test_several_checks_in_one_call_keep_their_own_chunks(tiny, tmp_path):
     a = two_chunk_check()
     b = Case(Claim("The parade starts at noon."), (Evidence(OTHER_DOC),))

@@ -70,9 +70,11 @@ class ChunkJudge(Verifier):
 
     def verify(self, checks, engines, on_verdict=None, on_call=None) -> list[Verdict]:
         """Claims in groups of :data:`GROUP` (their passes batched, then graded, then handed on), so a run writes
-        verdicts as it goes and a stopped one loses at most a group's passes. Each group starts from no kept KV:
-        what it computes does not depend on the groups before it, so a resumed run computes a group as an
-        uninterrupted one did. ``self.progress(done, total)``: passes over all groups."""
+        verdicts as it goes and a stopped one loses at most a group's passes. Without a feature store (``run``),
+        each group starts from no kept KV: what it computes does not depend on the groups before it, so a resumed
+        run computes a group as an uninterrupted one did (with a store, ``eval``'s, a resumed run reads the passes
+        back instead, and a group reuses the KV of the one before). ``self.progress(done, total)``: passes over all
+        groups."""
         t0 = time.perf_counter()
         extractor = self.extractor(engines)
         prompts = [prompts_of(c) for c in checks]
@@ -80,7 +82,8 @@ class ChunkJudge(Verifier):
         out: list[Verdict] = []
         cost = Cost()
         for start in range(0, len(checks), GROUP):
-            extractor.forget()
+            if extractor.store is None:
+                extractor.forget()
             group = range(start, min(start + GROUP, len(checks)))
             progress = (lambda d, _t, before=done: self.progress(before + d, total)) if self.progress else None
             verdicts, spent = self._group([checks[i] for i in group], [prompts[i] for i in group], extractor,
