@@ -170,6 +170,27 @@ def test_usage_cached_tokens_and_logprobs(stub):
     eng.close()
 
 
+def test_top_logprobs_are_asked_for_and_read_per_token(stub):
+    def handler(body):
+        out = completion("No", prompt_tokens=300, completion_tokens=1, cached=280)
+        if body.get("top_logprobs"):
+            out["choices"][0]["logprobs"] = {"content": [
+                {"token": "No", "logprob": -0.2, "bytes": [78, 111],
+                 "top_logprobs": [{"token": "No", "logprob": -0.2}, {"token": "Yes", "logprob": -1.7},
+                                  {"token": "The", "logprob": -6.0}]}]}
+        return 200, out, {}
+
+    s = stub(handler=handler)
+    eng = OpenAIServerEngine(model="stub-model", base_url=s.url)
+    [res, plain] = eng.generate([req("claim", top_logprobs=20), req("other")])
+    assert s.bodies[0]["logprobs"] is True and s.bodies[0]["top_logprobs"] == 20
+    assert "logprobs" not in s.bodies[1] and "top_logprobs" not in s.bodies[1]
+    assert res.logprobs == [("No", -0.2)]
+    assert res.top_logprobs == [[("No", -0.2), ("Yes", -1.7), ("The", -6.0)]]
+    assert plain.top_logprobs is None and plain.logprobs is None
+    eng.close()
+
+
 def test_order_preserved_and_concurrency_bounded(stub):
     def handler(body):
         i = int(user_text(body))

@@ -37,6 +37,10 @@ class FakeLLM:
             text = '{"ok": true}' if p.structured_outputs else conv[-1]["content"].upper()
             ids = [7, 8, 9]
             lps = [{t: SimpleNamespace(logprob=-0.1 * t, decoded_token=f"<{t}>")} for t in ids] if p.logprobs == 0 else None
+            if p.logprobs:  # the sampled token and the p.logprobs likeliest (here: the sampled one and two more)
+                lps = [{t: SimpleNamespace(logprob=-0.1 * t, decoded_token=f"<{t}>"),
+                        100 + t: SimpleNamespace(logprob=-0.05, decoded_token="Yes"),
+                        200 + t: SimpleNamespace(logprob=-3.0, decoded_token="No")} for t in ids]
             outs.append(SimpleNamespace(prompt_token_ids=[1] * 11, num_cached_tokens=4,
                                         outputs=[SimpleNamespace(text=text, token_ids=ids, logprobs=lps)]))
         return outs
@@ -90,6 +94,16 @@ def test_requests_become_one_chat_call_with_per_request_params(fake_vllm):
     assert (pen.repetition_penalty, pen.frequency_penalty, pen.presence_penalty) == (1.1, 0.3, 0.2)
     assert pen.extra_args == {"no_repeat_ngram_size": 6} and eng._params(reqs[1]).extra_args is None
     assert llm.kwargs["logits_processors"] == ["halucheck.engines.vllm_ngram:NoRepeatNGram"]
+
+
+def test_a_request_for_alternatives_gets_each_tokens_likeliest(fake_vllm):
+    eng = engine(fake_vllm)
+    ask = Request(messages=({"role": "user", "content": "Yes or No?"},), top_logprobs=2,
+                  sampling=SamplingParams(temperature=0.0, max_tokens=1))
+    assert eng._params(ask).logprobs == 2
+    [res] = eng.generate([ask])
+    assert res.top_logprobs[0] == [("Yes", -0.05), ("<7>", pytest.approx(-0.7))]  # likeliest first, two of them
+    assert len(res.top_logprobs) == 3 and res.logprobs[0] == ("<7>", pytest.approx(-0.7))
 
 
 def test_a_rejected_schema_fails_only_its_own_requests(fake_vllm):

@@ -696,7 +696,7 @@ def test_unsupported_claims_are_graded_in_their_deciding_pass_conversation(tiny,
     va, vc = probe.verify([a, closed], Pool(tiny))
     assert va.factuality is False and vc.factuality is False
     assert tiny.requests == []  # no decoded call: the grade is read from a prompt pass
-    digits = tiny.tokenizer.convert_tokens_to_ids([str(n) for n in GRADES])
+    digits = [str(n) for n in GRADES]
     for v, check in ((va, a), (vc, closed)):
         deciding = prompts_of(check)[1][0]
         talk = conversation(deciding)
@@ -720,7 +720,7 @@ def test_a_grade_without_the_kept_pass_is_the_same_grade(tiny):
     check = two_chunk_check()
     prompt = prompts_of(check)[1][1]
     talk = conversation(prompt)
-    digits = tiny.tokenizer.convert_tokens_to_ids([str(n) for n in GRADES])
+    digits = [str(n) for n in GRADES]
     ex = Extractor(tiny)
     ex.features([prompt])
     kept, total, reused = ex.reply_logits(talk, digits)
@@ -793,15 +793,69 @@ def test_several_checks_in_one_call_keep_their_own_chunks(tiny, tmp_path):
     assert again[1].chain[0].chunk == out[0].chain[0].chunk
 
 
-def test_the_verifiers_need_an_embedded_engine(tiny, tmp_path):
+def test_probe_needs_an_embedded_engine(tiny, tmp_path):
     class Server:
         name = "llama-server"
         model = "m"
 
-    for verifier in (Direct(), Probe()):
-        with pytest.raises(ConfigError) as exc:
-            verifier.verify([two_chunk_check()], Pool(Server()))
-        assert one_line(exc) and "transformers" in str(exc.value) and f"-v {verifier.name}" in str(exc.value)
+    with pytest.raises(ConfigError) as exc:
+        Probe().verify([two_chunk_check()], Pool(Server()))
+    assert one_line(exc) and "transformers" in str(exc.value) and "-v probe" in str(exc.value)
+
+
+def _alternatives(*pairs, text=None):
+    from halucheck.engines.base import Result
+
+    top = sorted(pairs, key=lambda a: -a[1])
+    return Result(text=text or top[0][0], prompt_tokens=50, completion_tokens=1, cached_tokens=40,
+                  logprobs=[top[0]], top_logprobs=[top])
+
+
+def test_direct_through_a_server_reads_yes_and_no_among_the_alternatives():
+    """On an engine without hidden states (a vLLM server), each chunk is a request for one token and its 20
+    likeliest alternatives; P(supported) is read from "Yes" and "No" among them, a missing one as the least listed."""
+    import math
+
+    from halucheck.engines.base import Result
+    from halucheck.engines.fake import FakeEngine
+    from halucheck.verifiers.severity import GRADES
+
+    engine = FakeEngine()
+    a = two_chunk_check()
+    b = Case(Claim("The parade starts at noon."), (Evidence(OTHER_DOC),))
+    c = Case(Claim("The parade starts at dusk."), (Evidence(OTHER_DOC),))
+    engine.enqueue(_alternatives(("Yes", -2.0), ("No", -0.2)),  # a, chunk 1
+                   _alternatives(("Yes", -0.1), ("The", -3.0)),  # a, chunk 2: "No" below the last listed
+                   _alternatives(("Sure", -0.1), ("The", -3.0)),  # b: neither
+                   Result(error="engine error: timed out"),  # c: failed
+                   )
+    direct = Direct(VerifierOptions())
+    va, vb, vc = direct.verify([a, b, c], Pool(engine))
+    passes = [r for r in engine.requests if r.tag == "direct:pass"]
+    assert len(passes) == 4 and all(r.top_logprobs == 20 and r.sampling.max_tokens == 1 and
+                                    r.sampling.temperature == 0.0 and r.schema is None for r in passes)
+    # a: chunk 2 supports it best: P(supported) = sigmoid(-0.1 - (-3.0))
+    assert va.chain[0].chunk["index"] == 1 and va.factuality is True and va.error_severity == 0
+    assert va.p_hallucinated == pytest.approx(1 - 1 / (1 + math.exp(-2.9)), abs=1e-6)
+    assert va.chain[0].prompt_tokens == 100 and va.chain[0].cached_tokens == 80
+    # b and c decide nothing: failed (a run asks again), never read as supported
+    for v, why in ((vb, "neither 'Yes' nor 'No'"), (vc, "timed out")):
+        assert v.factuality is None and v.error and why in v.error
+    assert not [r for r in engine.requests if r.tag == "severity:pass"]  # nothing flagged, nothing graded
+
+    # a flagged claim is graded by one more request, the deciding pass's conversation going on
+    engine = FakeEngine()
+    engine.enqueue(_alternatives(("Yes", -3.0), ("No", -0.05)),
+                   _alternatives(("2", -1.5), ("4", -0.4), ("x", -2.0)))
+    [v] = Direct(VerifierOptions()).verify([b], Pool(engine))
+    graded = engine.requests[-1]
+    assert v.factuality is False and v.error_severity == 4 and graded.tag == "severity:pass"
+    assert graded.top_logprobs == 20 and graded.messages[:2] == engine.requests[0].messages
+    assert graded.messages[2] == {"role": "assistant", "content": "No"}
+    assert str(GRADES[-1]) in graded.messages[3]["content"]
+    engine.enqueue(_alternatives(("Yes", -3.0), ("No", -0.05)), _alternatives(("x", -0.1)))
+    [v] = Direct(VerifierOptions()).verify([b], Pool(engine))
+    assert v.factuality is False and v.error_severity is None  # no digit among the alternatives: unrated
 
 
 def test_probe_refuses_a_head_for_another_model_or_a_missing_one(tiny, tmp_path):

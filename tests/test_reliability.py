@@ -731,6 +731,23 @@ def test_a_replayed_reply_keeps_its_token_logprobs(tmp_path):
     store.close()
 
 
+def test_a_replayed_reply_keeps_its_tokens_alternatives(tmp_path):
+    """`direct` through a server reads "Yes" and "No" among the first token's alternatives: a resumed run reads
+    the same ones from the cache, and a request for them is a request of its own (another key)."""
+    store = RunStore(tmp_path / "run.duckdb")
+    ask = Request(messages=({"role": "user", "content": "Is it supported?"},), top_logprobs=20)
+    plain = Request(messages=ask.messages)
+    assert ask.key("m") != plain.key("m") and plain.key("m") == Request(messages=ask.messages, top_logprobs=0).key("m")
+    first = CachingEngine(FakeEngine(max_batch=4), store).generate([ask])
+    assert first[0].top_logprobs and {t for t, _ in first[0].top_logprobs[0]} == {"Yes", "No"}
+    store.close()
+    store = RunStore(tmp_path / "run.duckdb")
+    replay = CachingEngine(FakeEngine(max_batch=4), store).generate([ask])
+    assert replay[0].attempts == 0
+    assert replay[0].top_logprobs == first[0].top_logprobs and replay[0].logprobs == first[0].logprobs
+    store.close()
+
+
 # -- 24. lone UTF-16 surrogates; 25. a CSV quote that is never closed -------------------------------------------------
 
 

@@ -56,6 +56,9 @@ class Request:
     schema: dict | None = None
     sampling: SamplingParams = field(default_factory=SamplingParams)
     logprobs: bool = False
+    # Alternatives wanted for each generated token, with their log-probabilities (a server's ``top_logprobs``):
+    # ``direct`` on a server reads "Yes" and "No" among the first token's (verifiers/probe/remote.py)
+    top_logprobs: int = 0
     tag: str = ""  # what the call is for (e.g. "debate:skeptic"); used for accounting only
     # What no_repeat_ngram_size guards: None = the whole prompt and the reply (as transformers and most
     # engines define it); a string = only that text (e.g. the other agents' opinions) and the reply,
@@ -78,6 +81,7 @@ class Request:
                 "schema": self.schema,
                 "sampling": self.sampling.__dict__,
                 "logprobs": self.logprobs,
+                **({"top_logprobs": self.top_logprobs} if self.top_logprobs else {}),
                 "avoid": self.avoid,
                 **({"quote": self.quote} if self.quote is not None else {}),
             },
@@ -97,6 +101,8 @@ class Result:
     completion_tokens: int = 0
     cached_tokens: int = 0  # prompt tokens served from a prefix cache, where the engine reports it
     logprobs: list[tuple[str, float]] | None = None
+    # per generated token, the alternatives asked for (``Request.top_logprobs``) and their log-probabilities
+    top_logprobs: list[list[tuple[str, float]]] | None = None
     error: str | None = None
     attempts: int = 1
     latency_s: float = 0.0

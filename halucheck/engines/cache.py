@@ -48,10 +48,10 @@ class CachingEngine(WrappedEngine):
                 c = cached[k]
                 # a cached reply costs no engine call now: report no attempts, keep its token counts and
                 # its token log-probabilities (a verdict's score reads them)
+                logprobs, top = _read_logprobs(c.logprobs)
                 results[i] = Result(text=c.text, parsed=json.loads(c.parsed), prompt_tokens=c.prompt_tokens,
                                     completion_tokens=c.completion_tokens, cached_tokens=c.cached_tokens, attempts=0,
-                                    latency_s=0.0,
-                                    logprobs=[(t, lp) for t, lp in json.loads(c.logprobs)] if c.logprobs else None)
+                                    latency_s=0.0, logprobs=logprobs, top_logprobs=top)
                 self.hits += 1
             else:
                 todo.append(i)
@@ -114,6 +114,24 @@ class CachingEngine(WrappedEngine):
         self.store.cache_put([
             CachedReply(keys[i], requests[i].tag, results[i].text, json.dumps(results[i].parsed, ensure_ascii=False),
                         results[i].prompt_tokens, results[i].completion_tokens, results[i].cached_tokens,
-                        results[i].attempts, results[i].latency_s,
-                        None if results[i].logprobs is None else json.dumps(results[i].logprobs, ensure_ascii=False))
+                        results[i].attempts, results[i].latency_s, _logprobs_text(results[i]))
             for i in indexes if results[i].ok], defer=defer)
+
+
+def _logprobs_text(result: Result) -> str | None:
+    """A reply's token log-probabilities as the cache keeps them: the list of (token, logprob), or, with the
+    alternatives of each token, ``{"tokens": that list, "top": [[(token, logprob), ...] per token]}``."""
+    if result.top_logprobs is not None:
+        return json.dumps({"tokens": result.logprobs, "top": result.top_logprobs}, ensure_ascii=False)
+    return None if result.logprobs is None else json.dumps(result.logprobs, ensure_ascii=False)
+
+
+def _read_logprobs(text: str | None):
+    """(logprobs, top_logprobs) from what :func:`_logprobs_text` wrote."""
+    if not text:
+        return None, None
+    data = json.loads(text)
+    pairs = (lambda rows: None if rows is None else [(t, lp) for t, lp in rows])
+    if isinstance(data, dict):
+        return pairs(data.get("tokens")), [pairs(alts) for alts in data.get("top") or []]
+    return pairs(data), None

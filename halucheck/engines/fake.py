@@ -2,13 +2,17 @@
 
 Replies come, in order of priority, from a queue (``enqueue``), a ``responder`` callable, or a default
 built from the request's JSON schema (a profile names a responder as ``"module:function"``). A reply may be a dict (fitted to the request's schema, see
-:func:`fit`, and serialised to JSON), a raw string (sent as is, e.g. to test schema violations) or an
-Exception instance (that request fails, the others do not).
+:func:`fit`, and serialised to JSON), a raw string (sent as is, e.g. to test schema violations), a
+:class:`~halucheck.engines.base.Result` (returned as it is) or an Exception instance (that request fails, the others
+do not). A request that asks for alternatives (``top_logprobs``) and gets the default reply is answered "Yes" or "No"
+with both as alternatives, P(Yes) a hash of its prompt (the same prompt, the same P).
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
+import math
 import os
 import time
 from collections import deque
@@ -138,9 +142,15 @@ class FakeEngine(Engine):
             time.sleep(a + b * len(requests))
         out = []
         for req in requests:
+            if req.top_logprobs and not self.queue and self.responder is None:
+                out.append(_yes_or_no(req))
+                continue
             reply = self._reply_for(req)
             if isinstance(reply, Exception):
                 out.append(Result(error=f"engine error: {reply}"))
+                continue
+            if isinstance(reply, Result):
+                out.append(reply)
                 continue
             text = reply if isinstance(reply, str) else json.dumps(fit(reply, req.schema))
             prompt_tokens = sum(len(m["content"].split()) for m in req.messages)
@@ -148,3 +158,12 @@ class FakeEngine(Engine):
                 Result(text=text, prompt_tokens=prompt_tokens, completion_tokens=len(text.split()))
             )
         return out
+
+
+def _yes_or_no(request: Request) -> Result:
+    """The default reply to a request for alternatives: "Yes" or "No", P(Yes) from a hash of the prompt."""
+    digest = hashlib.sha256(json.dumps(request.messages, sort_keys=True).encode()).digest()
+    p = (int.from_bytes(digest[:4], "big") + 0.5) / 2**32
+    top = sorted([("Yes", math.log(p)), ("No", math.log1p(-p))], key=lambda a: -a[1])
+    return Result(text=top[0][0], prompt_tokens=sum(len(m["content"].split()) for m in request.messages),
+                  completion_tokens=1, logprobs=[top[0]], top_logprobs=[top[:max(1, request.top_logprobs)]])

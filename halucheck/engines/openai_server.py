@@ -270,9 +270,9 @@ class OpenAIServerEngine(Engine):
                 "type": "json_schema",
                 "json_schema": {"name": _schema_name(request.schema), "schema": request.schema, "strict": True},
             }
-        if request.logprobs:
+        if request.logprobs or request.top_logprobs:
             body["logprobs"] = True
-            body["top_logprobs"] = 0
+            body["top_logprobs"] = request.top_logprobs
         return body
 
     def _url(self) -> str:
@@ -390,4 +390,7 @@ def _parse_completion(data: dict) -> Result:
     lp = choice.get("logprobs")
     if lp and lp.get("content") is not None:
         res.logprobs = [(t.get("token", ""), float(t.get("logprob", 0.0))) for t in lp["content"]]
+        if any(t.get("top_logprobs") for t in lp["content"]):
+            res.top_logprobs = [[(a.get("token", ""), float(a.get("logprob", 0.0))) for a in t.get("top_logprobs") or ()]
+                                for t in lp["content"]]
     return res

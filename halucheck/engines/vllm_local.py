@@ -116,7 +116,8 @@ class VLLMLocalEngine(Engine):
             frequency_penalty=s.frequency_penalty,
             presence_penalty=s.presence_penalty,
             extra_args=_ngram_args(request) if s.no_repeat_ngram_size > 0 else None,
-            logprobs=0 if request.logprobs else None,  # 0 = just the sampled token's logprob
+            # 0 = just the sampled token's logprob; N: the N likeliest alternatives too
+            logprobs=request.top_logprobs or (0 if request.logprobs else None),
             structured_outputs=StructuredOutputsParams(json=request.schema) if request.schema else None,
         )
 
@@ -126,7 +127,7 @@ class VLLMLocalEngine(Engine):
             sampling_params=[self._params(r) for r in requests],
             use_tqdm=False,
         )
-        return [_result(o) for o in outs]
+        return [_result(o, r) for o, r in zip(outs, requests)]
 
     def _complete(self, requests: Sequence[Request]) -> list[Result]:
         if not requests:
@@ -170,8 +171,8 @@ def _ngram_args(request: Request) -> dict:
     return args
 
 
-def _result(out: Any) -> Result:
-    """RequestOutput -> Result, with token counts and prefix-cache hits."""
+def _result(out: Any, request: Request) -> Result:
+    """RequestOutput -> Result, with token counts, prefix-cache hits and the logprobs ``request`` asked for."""
     comp = out.outputs[0]
     res = Result(
         text=comp.text,
@@ -187,4 +188,7 @@ def _result(out: Any) -> Result:
             if lp is not None:
                 pairs.append((lp.decoded_token or "", float(lp.logprob)))
         res.logprobs = pairs
+        if request.top_logprobs:  # each position's alternatives, likeliest first (the sampled one may be extra)
+            res.top_logprobs = [sorted(((a.decoded_token or "", float(a.logprob)) for a in (pos or {}).values()),
+                                       key=lambda t: -t[1])[:request.top_logprobs] for pos in comp.logprobs]
     return res

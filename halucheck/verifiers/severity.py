@@ -14,6 +14,8 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import TYPE_CHECKING, Callable, Sequence
 
+import numpy as np
+
 from halucheck.engines.base import Request, SamplingParams
 from halucheck.prompts import load as load_prompts
 from halucheck.records import Case, Cost, Verdict
@@ -21,6 +23,7 @@ from halucheck.records import Case, Cost, Verdict
 if TYPE_CHECKING:
     from halucheck.engines.pool import EnginePool
     from halucheck.verifiers.probe.features import Extractor
+    from halucheck.verifiers.probe.remote import RemotePasses
 
 ROLE = "initial"
 SCHEMA = {"type": "object", "properties": {"error_severity": {"type": "integer", "enum": [1, 2, 3, 4, 5]}},
@@ -65,21 +68,21 @@ def conversation(prompt: Sequence[dict], question: str | None = None) -> tuple[d
     return (*prompt, {"role": "assistant", "content": "No"}, {"role": "user", "content": ask})
 
 
-def grade_after_pass(checks: Sequence[Case], verdicts: list[Verdict], extractor: "Extractor", cost: Cost | None,
-                     prompt_of: Callable[[int, Verdict], Sequence[dict]]) -> None:
+def grade_after_pass(checks: Sequence[Case], verdicts: list[Verdict], extractor: "Extractor | RemotePasses",
+                     cost: Cost | None, prompt_of: Callable[[int, Verdict], Sequence[dict]]) -> None:
     """Set ``error_severity`` in place, as :func:`grade` does, from one prompt pass per flagged claim on
-    ``extractor``'s model; ``prompt_of(i, verdict)``: the messages of the pass that decided claim ``i``."""
+    ``extractor``'s model (or one request for a token and its alternatives to a server); ``prompt_of(i, verdict)``:
+    the messages of the pass that decided claim ``i``."""
     flagged = _zero_the_supported(verdicts)
-    digits = extractor.engine.tokenizer.convert_tokens_to_ids([str(n) for n in GRADES])
     for i in flagged:
-        check = checks[i]
         logits, tokens, reused = extractor.reply_logits(
-            conversation(prompt_of(i, verdicts[i]), check.claim.question), digits)
+            conversation(prompt_of(i, verdicts[i]), checks[i].claim.question), [str(n) for n in GRADES])
         if cost is not None:
             cost.llm_calls += 1
             cost.prompt_tokens += tokens
             cost.cached_tokens += reused
-        _set(verdicts[i], GRADES[int(logits.argmax())], tokens, 0, reused)
+        if np.isfinite(logits).any():  # a server's reply may list no digit among its alternatives: unrated
+            _set(verdicts[i], GRADES[int(logits.argmax())], tokens, 0, reused)
 
 
 def _zero_the_supported(verdicts: list[Verdict]) -> list[int]:

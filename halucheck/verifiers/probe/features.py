@@ -56,6 +56,7 @@ class Features:
     no: float
     tokens: int = 0
     cached: int = 0  # prompt tokens reused from the previous pass (0 when read from the store)
+    error: str | None = None  # the pass decided nothing (a server's reply failed: verifiers/probe/remote.py)
 
     @property
     def margin(self) -> float:
@@ -108,7 +109,7 @@ def extractor_for(engine: "Engine", store: FeatureStore | None = None, purpose: 
         raise ConfigError(
             f"{purpose} reads the model's hidden states, which only the embedded transformers engine gives; the "
             f"{inner.name!r} engine does not. Use a profile with engine: transformers (e.g. -p cpu-1.5b), or "
-            f"-v selfcheck on this one")
+            f"-v direct (read from the server's token log-probabilities) or -v selfcheck on this one")
     return Extractor(inner, store)
 
 
@@ -243,9 +244,9 @@ class Extractor:
         return [Features(h.numpy().astype(np.float16), float(lg[self.yes_id]), float(lg[self.no_id]),
                          tokens=len(t), cached=c) for h, lg, t, c in zip(hidden, logits, batch, reused)]
 
-    def reply_logits(self, messages: Sequence[dict], tokens: Sequence[int]) -> tuple[np.ndarray, int, int]:
-        """One pass over ``messages`` (nothing decoded, nothing stored): the logits of ``tokens`` as the reply's first
-        token, the prompt's length in tokens and how many of them were reused. A conversation that goes on from an
+    def reply_logits(self, messages: Sequence[dict], answers: Sequence[str]) -> tuple[np.ndarray, int, int]:
+        """One pass over ``messages`` (nothing decoded, nothing stored): the logits of ``answers`` (each one token) as
+        the reply's first token, the prompt's length in tokens and how many of them were reused. A conversation that goes on from an
         earlier pass's prompt (its question, the model's answer, a next question) reuses that pass's KV while it is
         kept (:data:`KEEP_BYTES`), so only what follows it is computed."""
         import torch
@@ -259,7 +260,7 @@ class Extractor:
         self.passes += 1
         self.computed_tokens += len(ids) - start
         self.reused_tokens += start
-        return logits[list(tokens)].numpy(), len(ids), start
+        return logits[self.engine.tokenizer.convert_tokens_to_ids(list(answers))].numpy(), len(ids), start
 
     def _reusable(self, ids: Sequence[int]):
         """A fresh copy of the kept KV that shares the longest token prefix with ``ids`` (the previous pass's, or a

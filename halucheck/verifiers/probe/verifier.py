@@ -16,12 +16,13 @@ from typing import TYPE_CHECKING, Sequence
 import numpy as np
 
 from halucheck.records import Case, Cost, Turn, Verdict
-from halucheck.verifiers.base import Verifier, closed_book, under_check, verdict_from_score
+from halucheck.verifiers.base import Verifier, closed_book, failed_verdict, under_check, verdict_from_score
 from halucheck.verifiers.probe.features import Extractor, Features, extractor_for, unwrapped
 from halucheck.verifiers.probe.prompt import Chunk, chunks, closest, joined, messages
 
 if TYPE_CHECKING:
     from halucheck.engines.pool import EnginePool
+    from halucheck.verifiers.probe.remote import RemotePasses
 
 ROLE = "initial"
 # The direct verdict's P(hallucinated) at or above which a claim is hallucinated: the first token leans to "Yes"
@@ -50,11 +51,21 @@ class ChunkJudge(Verifier):
 
     def __init__(self, options=None) -> None:
         super().__init__(options)
-        self._extractor: Extractor | None = None
+        self._extractor: "Extractor | RemotePasses | None" = None
         self.progress = None  # (done, total) after each pass, set by a caller that shows progress
 
-    def extractor(self, engines: "EnginePool") -> Extractor:
+    reads_replies = False  # whether a server's replies can stand in for the hidden states (RemotePasses)
+
+    def extractor(self, engines: "EnginePool") -> "Extractor | RemotePasses":
+        """Prompt passes on the embedded engine's model, or (``direct``) requests to a server that gives no hidden
+        states; the server's engine keeps its wrappers (the run's reply cache holds the replies)."""
         engine = engines.engine_for(ROLE)
+        if self.reads_replies and not hasattr(unwrapped(engine), "hf_model"):
+            from halucheck.verifiers.probe.remote import RemotePasses
+
+            if not isinstance(self._extractor, RemotePasses) or self._extractor.engine is not engine:
+                self._extractor = RemotePasses(engine)
+            return self._extractor
         if self._extractor is None or self._extractor.engine is not unwrapped(engine):
             self._extractor = extractor_for(engine, purpose=f"-v {self.name}")
             where = self.options.features
@@ -112,7 +123,9 @@ class ChunkJudge(Verifier):
             own, feats = scores[at:at + len(parts)], features[at:at + len(parts)]
             at += len(parts)
             best = int(np.argmin(own))
-            out.append(self._verdict(check, parts, best, float(own[best]), feats))
+            failed = next((f.error for f in feats if f.error), None)
+            out.append(failed_verdict(self.name, f"{self.name}: {failed}") if failed else
+                       self._verdict(check, parts, best, float(own[best]), feats))
             deciding.append(messages_of[best])
         cost = Cost(claims=len(checks), llm_calls=extractor.passes - passes0,
                     prompt_tokens=sum(f.tokens for f in features), cached_tokens=extractor.reused_tokens - reused0)
@@ -151,6 +164,7 @@ class Direct(ChunkJudge):
 
     name = "direct"
     threshold = DIRECT_THRESHOLD
+    reads_replies = True
 
     def chunk_scores(self, features, extractor) -> np.ndarray:
         return np.array([1.0 - f.p_supported for f in features])
