@@ -242,8 +242,8 @@ class Checker:
 
         self.judge: Verifier = get_verifier(self.verifier, self.options)  # what check() judges with
         self.judge.preflight()
-        if self.judge.uses_llm:
-            self.settings  # noqa: B018 - a bad models.yaml or profile fails now, before any evidence is read
+        if self.judge.uses_llm:  # a bad models.yaml or profile, or a verifier its engine cannot run, fails now
+            self.judge.preflight_engine(self.settings.profile_for("initial").engine)
 
     @property
     def settings(self) -> Settings:

@@ -53,7 +53,9 @@ class Pipeline:
         self.verifier = routed(opts.verifier, options)
         for kind, why in self.verifier.unavailable.items():
             log(f"note: {kind} claims go to {opts.verifier}: {why}")
-        self.verifier.preflight()  # before anything is opened or written
+        self.verifier.preflight()  # before anything is opened or written (and on the judging profile's engine)
+        if self.verifier.uses_llm:
+            self.verifier.preflight_engine(settings.profile_for("initial").engine)
         # a calibrator for another model, or a name not stored, is refused before anything is written too
         self.calibration = calibration.for_run(self.verifier, settings, opts.calibration)
         outputs.check_paths(opts)
@@ -81,11 +83,8 @@ class Pipeline:
         reports.write_results(self.opts.out, results)
         reports.write_html(self.opts.out, results, self.store)
         summary = reports.summarize(results, self.store, since=started)
-        if changes:
-            summary["corpus_changes"] = changes
         skipped = corpus_skipped(self.evidence.index_report)
-        if skipped:
-            summary["corpus_skipped"] = skipped
+        summary.update({k: v for k, v in (("corpus_changes", changes), ("corpus_skipped", skipped)) if v})
         summary["wall_s"] = round(time.perf_counter() - t0, 1)
         self.store.set_meta("last_summary", json.dumps(summary))
         return summary

@@ -803,6 +803,28 @@ def test_probe_needs_an_embedded_engine(tiny, tmp_path):
     assert one_line(exc) and "transformers" in str(exc.value) and "-v probe" in str(exc.value)
 
 
+def test_probe_on_a_profile_without_hidden_states_is_refused_before_any_work(tmp_path):
+    from halucheck.verifiers import get_verifier
+
+    with pytest.raises(ConfigError) as exc:
+        Probe().preflight_engine("vllm")
+    assert one_line(exc) and "'vllm' engine does not" in str(exc.value) and "-v direct" in str(exc.value)
+    Probe().preflight_engine("transformers")
+    Direct().preflight_engine("vllm")  # direct reads a server's log-probabilities
+    with pytest.raises(ConfigError):
+        get_verifier("selfcheck,probe").preflight_engine("vllm-local")  # a cascade asks each stage
+    # `run` says so before it reads the input or opens the run folder
+    from halucheck.config import RunOptions, Settings
+    from halucheck.pipeline import Pipeline
+
+    cfg = tmp_path / "models.yaml"
+    cfg.write_text("profiles:\n  s:\n    engine: vllm\n    model: m\n    base_url: http://127.0.0.1:9/v1\n")
+    opts = RunOptions(input=tmp_path / "missing.jsonl", out=tmp_path / "out", verifier="probe")
+    with pytest.raises(ConfigError):
+        Pipeline(opts, Settings.load(cfg, profile="s"))
+    assert not (tmp_path / "out").exists()
+
+
 def _alternatives(*pairs, text=None):
     from halucheck.engines.base import Result
 

@@ -203,6 +203,7 @@ def run_eval(
         if settings is None:
             raise InputError(f"verifier {verifier!r} needs models: load settings (models.yaml) first")
         profile = settings.profile_for("initial")
+        v.preflight_engine(profile.engine)  # e.g. the head on a server: refused before any item is read
     # the calibrator for this verifier and profile, found (or refused: fitted on another model) before any work
     cal, cal_path = (None, None) if calibration is False else calibration_module.resolve(
         v.name, profile.name if profile else None, profile.model if profile else None, calibration or None)

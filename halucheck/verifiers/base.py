@@ -94,6 +94,10 @@ class Verifier:
     def preflight(self) -> None:
         """Raise a HalucheckError before any work when the verifier cannot run as configured."""
 
+    def preflight_engine(self, engine: str) -> None:
+        """Raise a ConfigError before any work when the verifier cannot run on the judging profile's ``engine``
+        (its models.yaml ``engine:`` name)."""
+
     def prefix_groups(self, n: int) -> list[str]:
         """A fresh ``Request.prefix_group`` for each of ``n`` claims of one ``verify`` call (unique across
         calls, so an engine never mixes up two calls' prefixes); release them when their calls are over."""

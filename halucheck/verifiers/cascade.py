@@ -54,6 +54,10 @@ class Cascade(Verifier):
         for s in self.stages:
             s.preflight()
 
+    def preflight_engine(self, engine: str) -> None:
+        for s in self.stages:
+            s.preflight_engine(engine)
+
     def verify(self, checks, engines, on_verdict=None, on_call=None):
         verdicts: list[Verdict | None] = [None] * len(checks)
         todo = list(range(len(checks)))
@@ -128,6 +132,9 @@ class Routed(Verifier):
 
     def preflight(self) -> None:
         self.main.preflight()
+
+    def preflight_engine(self, engine: str) -> None:
+        self.main.preflight_engine(engine)
 
     def verify(self, checks, engines, on_verdict=None, on_call=None):
         verdicts: list[Verdict | None] = [None] * len(checks)

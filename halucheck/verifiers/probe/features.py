@@ -106,11 +106,16 @@ def extractor_for(engine: "Engine", store: FeatureStore | None = None, purpose: 
     states (a server)."""
     inner = unwrapped(engine)
     if not hasattr(inner, "hf_model"):
-        raise ConfigError(
-            f"{purpose} reads the model's hidden states, which only the embedded transformers engine gives; the "
-            f"{inner.name!r} engine does not. Use a profile with engine: transformers (e.g. -p cpu-1.5b), or "
-            f"-v direct (read from the server's token log-probabilities) or -v selfcheck on this one")
+        raise no_hidden_states(purpose, inner.name)
     return Extractor(inner, store)
+
+
+def no_hidden_states(purpose: str, engine: str) -> ConfigError:
+    """The one-line error for a verifier that reads hidden states on an engine that gives none."""
+    return ConfigError(
+        f"{purpose} reads the model's hidden states, which only the embedded transformers engine gives; the "
+        f"{engine!r} engine does not. Use a profile with engine: transformers (e.g. -p cpu-1.5b), or "
+        f"-v direct (read from the server's token log-probabilities) or -v selfcheck on this one")
 
 
 class Extractor:
@@ -299,4 +304,5 @@ class Extractor:
         self._kept_bytes = 0
 
 
-__all__ = ["Extractor", "FeatureStore", "Features", "default_store", "extractor_for", "model_identity", "unwrapped"]
+__all__ = ["Extractor", "FeatureStore", "Features", "default_store", "extractor_for", "model_identity",
+           "no_hidden_states", "unwrapped"]

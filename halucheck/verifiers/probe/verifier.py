@@ -31,6 +31,7 @@ ROLE = "initial"
 DIRECT_THRESHOLD = 0.25
 SHOWN_CHARS = 400  # of the deciding chunk, in the trace
 GROUP = 16  # claims whose passes run (and whose verdicts are handed on) together
+HIDDEN_STATE_ENGINES = ("transformers",)  # the engines (models.yaml `engine:`) whose model gives hidden states
 
 
 def prompts_of(check: Case, only_closest: bool = False) -> tuple[list[Chunk], list[tuple[dict, ...]]]:
@@ -193,6 +194,13 @@ class Probe(ChunkJudge):
         name = self.options.head
         if name and name != SHIPPED:
             Head.load(head_path(name))  # ConfigError in one line: missing, not a head, or another recipe
+
+    def preflight_engine(self, engine: str) -> None:
+        """The head reads hidden states: refused before any work on an engine other than the embedded one."""
+        from halucheck.verifiers.probe.features import no_hidden_states
+
+        if engine not in HIDDEN_STATE_ENGINES:
+            raise no_hidden_states(f"-v {self.name}", engine)
 
     def chunk_scores(self, features, extractor) -> np.ndarray:
         return self.head(extractor).p_hallucinated(features)
