@@ -75,9 +75,10 @@ def main() -> None:
               f"({totals[(f, 'doc')] / c:.2f}), {totals[(f, 'near')]:.0f} closest first ({totals[(f, 'near')] / c:.2f})")
 
 
-def panel_chunk_scores(sets=frozenset()):
+def panel_chunk_scores(sets=frozenset(), features: bool = False):
     """(item, case, chunks, raw P(hallucinated) of each chunk in document order) for the clean panel's items (of
-    ``sets``; all when empty) whose every pass is in the default model's feature store, and how many were not."""
+    ``sets``; all when empty) whose every pass is in the default model's feature store, and how many were not;
+    ``features``: each chunk's stored features instead of its P."""
     import numpy as np
     from transformers import AutoTokenizer
 
@@ -85,7 +86,7 @@ def panel_chunk_scores(sets=frozenset()):
     from halucheck.evaluation.panel import load_panel
     from halucheck.evaluation.verifiers import case_of
     from halucheck.store.features import FeatureStore
-    from halucheck.verifiers.probe.features import default_store
+    from halucheck.verifiers.probe.features import Features, default_store
     from halucheck.verifiers.probe.prompt import RECIPE
     from halucheck.verifiers.probe.verifier import prompts_of
 
@@ -105,7 +106,10 @@ def panel_chunk_scores(sets=frozenset()):
         if len(got) < len(keys):
             missing += 1
             continue
-        out.append((item, case, parts, [1.0 - float(1 / (1 + np.exp(got[k].no - got[k].yes))) for k in keys]))
+        if features:
+            out.append((item, case, parts, [Features(got[k].hidden, got[k].yes, got[k].no, got[k].tokens) for k in keys]))
+        else:
+            out.append((item, case, parts, [1.0 - float(1 / (1 + np.exp(got[k].no - got[k].yes))) for k in keys]))
     return out, missing
 
 
