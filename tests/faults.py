@@ -33,6 +33,17 @@ def echo(request) -> dict:
         claim = read_field(user, "claim", last=True).strip()
         return {"queries": [claim, "about " + claim]}
     false = "Berlin" in (read_statement(user) or "")
+    if request.top_logprobs:  # `direct` through a server: "No" for a claim naming Berlin, else "Yes"
+        import math
+
+        from halucheck.engines.base import Result
+
+        top = [("No", math.log(0.9)), ("Yes", math.log(0.1))] if "Berlin" in user else \
+            [("Yes", math.log(0.9)), ("No", math.log(0.1))]
+        if request.tag.startswith("severity"):
+            top = [("3", math.log(0.6)), ("2", math.log(0.3))]
+        return Result(text=top[0][0], prompt_tokens=len(user.split()), completion_tokens=1, logprobs=[top[0]],
+                      top_logprobs=[top])
     # every role's fields (the fake engine keeps those of the request's schema): a stance's quotes are the
     # schema's example, which no passage holds, so stances are void and the first agent's verdict stands
     return {"reasoning": "Checked against the evidence.", "opinion": "Checked against the evidence.",

@@ -671,14 +671,16 @@ def _progress(db):
         store.close()
 
 
-@pytest.mark.parametrize("engine", ["echo", "echo-server"])  # a batch engine; one taking each request alone
-def test_kill_9_at_any_point_resumes_to_identical_results(tmp_path, engine):
+@pytest.mark.parametrize("engine, verifier", [("echo", None), ("echo-server", None), ("echo-server", "direct")])
+# a batch engine; one taking each request alone; `direct` through a server (verdicts handed on 16 claims at a time)
+def test_kill_9_at_any_point_resumes_to_identical_results(tmp_path, engine, verifier):
     rows = [{"id": f"q{i}", "answer": f"River {i} is in Berlin. River {i} is {i + 100} km long."} for i in range(60)]
     src = write_jsonl(tmp_path / "answers.jsonl", rows)
     cfg = tmp_path / "models.yaml"
     # each engine call takes 100 ms, so the run lasts long enough to be killed in every stage
     cfg.write_text(f"profiles:\n  e:\n    engine: {engine}\n    max_batch: 16\n    step_latency: [0.1, 0]\n")
-    common = ["run", "-i", src, "--quiet", "--config", cfg, "--max-rounds", "2", "--min-rounds", "1"]
+    common = ["run", "-i", src, "--quiet", "--config", cfg, "--max-rounds", "2", "--min-rounds", "1",
+              *(["-v", verifier] if verifier else [])]
     t0 = time.monotonic()
     ref = _cli(common + ["-o", tmp_path / "ref"], tmp_path)
     assert ref.wait(timeout=300) == 0, ref.stderr.read()
