@@ -1,8 +1,10 @@
 """Two verifiers on one prompt pass per evidence chunk, nothing decoded:
 
 - ``direct``: P(supported) from the logits of the reply's first token ("Yes" vs "No") after the fixed judge
-  prompt (``prompts/direct.yaml``);
-- ``probe``: a head trained on labelled data (:mod:`.head`, :mod:`.training`) over the same pass's hidden states.
+  prompt (``prompts/direct.yaml``); on a server, from their log-probabilities among that token's likeliest
+  (:mod:`.remote`);
+- ``probe``: a head trained on labelled data (:mod:`.head`, :mod:`.training`) over the same pass's hidden states
+  (the embedded engine only).
 
 Every chunk of a claim's evidence is judged (:func:`~.prompt.chunks`); the claim's verdict is its best-supporting
 chunk's (lowest P(hallucinated)), and the trace names that chunk and quotes its start.
