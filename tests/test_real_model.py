@@ -87,6 +87,19 @@ def test_check_with_the_default_verifier_end_to_end(model_ready):
     assert out["error_severity"] == 0 if out["factuality"] else out["error_severity"] in (1, 2, 3, 4, 5)
 
 
+def test_check_direct_end_to_end_with_its_severity_from_the_pass(model_ready):
+    """`direct`: one prompt pass, nothing decoded; a flagged claim graded 1-5 from the same pass's conversation."""
+    r = CliRunner().invoke(app, ["check", "The Eiffel Tower is in Berlin.", "--evidence",
+                                 "The Eiffel Tower is a wrought-iron lattice tower in Paris, France.",
+                                 "--profile", "cpu-0.5b", "--json", "-v", "direct"])
+    assert r.exit_code == 0, r.output
+    out = json.loads(r.stdout)
+    turn = out["chain"][0]
+    assert out["verifier"] == "direct" and len(out["chain"]) == 1 and turn["chunk"]["of"] == 1
+    assert turn["completion_tokens"] == 0  # nothing decoded, the grade included
+    assert out["error_severity"] == 0 if out["factuality"] else out["error_severity"] in (1, 2, 3, 4, 5)
+
+
 def test_check_debate_end_to_end(model_ready):
     r = CliRunner().invoke(app, ["check", "The Eiffel Tower is in Berlin.", "--evidence",
                                  "The Eiffel Tower is a wrought-iron lattice tower in Paris, France.",
