@@ -21,7 +21,7 @@ from typing import Any, Callable, Sequence
 
 from halucheck.engines.base import Engine, Request, Result
 
-Reply = dict | str | Exception
+Reply = dict | str | Result | Exception
 
 
 def example_for(schema: dict | None) -> Any:
@@ -122,6 +122,8 @@ class FakeEngine(Engine):
             return self.queue.popleft()
         if self.responder is not None:
             return self.responder(request)
+        if request.top_logprobs:
+            return _yes_or_no(request)
         obj = example_for(request.schema)
         if isinstance(obj, dict):
             obj.update({k: v for k, v in self.reply_overrides.items() if k in obj})
@@ -142,9 +144,6 @@ class FakeEngine(Engine):
             time.sleep(a + b * len(requests))
         out = []
         for req in requests:
-            if req.top_logprobs and not self.queue and self.responder is None:
-                out.append(_yes_or_no(req))
-                continue
             reply = self._reply_for(req)
             if isinstance(reply, Exception):
                 out.append(Result(error=f"engine error: {reply}"))
@@ -153,10 +152,7 @@ class FakeEngine(Engine):
                 out.append(reply)
                 continue
             text = reply if isinstance(reply, str) else json.dumps(fit(reply, req.schema))
-            prompt_tokens = sum(len(m["content"].split()) for m in req.messages)
-            out.append(
-                Result(text=text, prompt_tokens=prompt_tokens, completion_tokens=len(text.split()))
-            )
+            out.append(Result(text=text, prompt_tokens=_prompt_words(req), completion_tokens=len(text.split())))
         return out
 
 
@@ -165,5 +161,10 @@ def _yes_or_no(request: Request) -> Result:
     digest = hashlib.sha256(json.dumps(request.messages, sort_keys=True).encode()).digest()
     p = (int.from_bytes(digest[:4], "big") + 0.5) / 2**32
     top = sorted([("Yes", math.log(p)), ("No", math.log1p(-p))], key=lambda a: -a[1])
-    return Result(text=top[0][0], prompt_tokens=sum(len(m["content"].split()) for m in request.messages),
-                  completion_tokens=1, logprobs=[top[0]], top_logprobs=[top[:max(1, request.top_logprobs)]])
+    return Result(text=top[0][0], prompt_tokens=_prompt_words(request), completion_tokens=1, logprobs=[top[0]],
+                  top_logprobs=[top[:max(1, request.top_logprobs)]])
+
+
+def _prompt_words(request: Request) -> int:
+    """A fake reply's prompt tokens: the words of the request's messages."""
+    return sum(len(m["content"].split()) for m in request.messages)

@@ -34,7 +34,7 @@ from halucheck.verifiers.probe.prompt import RECIPE
 if TYPE_CHECKING:
     from halucheck.engines.base import Engine
 
-# Fewer shared tokens than this are computed again rather than copied from the previous pass's KV.
+# Fewer shared tokens than this are computed again rather than copied from a kept pass's KV.
 MIN_REUSE = 32
 # The KV of recent one-prompt passes kept for a question that goes on from one of them (the severity of a claim
 # found unsupported goes on from its deciding pass: :meth:`Extractor.reply_logits`); the oldest dropped first.
@@ -55,7 +55,7 @@ class Features:
     yes: float
     no: float
     tokens: int = 0
-    cached: int = 0  # prompt tokens reused from the previous pass (0 when read from the store)
+    cached: int = 0  # prompt tokens reused from a kept pass (0 when read from the store)
     error: str | None = None  # the pass decided nothing (a server's reply failed: verifiers/probe/remote.py)
 
     @property
@@ -135,8 +135,8 @@ class Extractor:
         tok = engine.tokenizer
         self.yes_id = tok.convert_tokens_to_ids(YES)
         self.no_id = tok.convert_tokens_to_ids(NO)
-        self._last: tuple[list[int], object] | None = None  # the previous pass's tokens and KV
-        self._kept: OrderedDict[tuple[int, ...], tuple[object, int]] = OrderedDict()  # tokens -> (KV, bytes)
+        # the KV of recent passes' prompts (a batch's: its shared start), newest last: tokens -> (KV, bytes)
+        self._kept: OrderedDict[tuple[int, ...], tuple[object, int]] = OrderedDict()
         self._kept_bytes = 0
         self.passes = self.computed_tokens = self.reused_tokens = self.stored = 0
         self._lock = threading.Lock()
@@ -222,12 +222,12 @@ class Extractor:
                                   output_hidden_states=True)
                 states = [torch.stack([h[0, -1] for h in out.hidden_states])]
                 lasts = out.last_hidden_state[:, -1]
-                self._last = (batch[0], past)  # the cache object was filled in place
-                self._keep(batch[0], past)
+                self._keep(batch[0], past)  # the cache object was filled in place
             else:
                 if shared > start:  # the rest of the shared start, once
                     model.model(input_ids=torch.tensor([head[start:]]), cache=past, use_cache=True)
-                self._last = (head, copy.deepcopy(past))
+                if shared:
+                    self._keep(head, copy.deepcopy(past))
                 if shared:
                     past.batch_repeat_interleave(len(batch))
                 else:
@@ -251,9 +251,9 @@ class Extractor:
 
     def reply_logits(self, messages: Sequence[dict], answers: Sequence[str]) -> tuple[np.ndarray, int, int]:
         """One pass over ``messages`` (nothing decoded, nothing stored): the logits of ``answers`` (each one token) as
-        the reply's first token, the prompt's length in tokens and how many of them were reused. A conversation that goes on from an
-        earlier pass's prompt (its question, the model's answer, a next question) reuses that pass's KV while it is
-        kept (:data:`KEEP_BYTES`), so only what follows it is computed."""
+        the reply's first token, the prompt's length in tokens and how many of them were reused. A conversation that
+        goes on from an earlier pass's prompt (its question, the model's answer, a next question) reuses that pass's
+        KV while it is kept (:data:`KEEP_BYTES`), so only what follows it is computed."""
         import torch
 
         ids = self.encode(messages)
@@ -268,14 +268,13 @@ class Extractor:
         return logits[self.engine.tokenizer.convert_tokens_to_ids(list(answers))].numpy(), len(ids), start
 
     def _reusable(self, ids: Sequence[int]):
-        """A fresh copy of the kept KV that shares the longest token prefix with ``ids`` (the previous pass's, or a
-        kept one), cut to that prefix, and its length; an empty cache and 0 when none shares :data:`MIN_REUSE`."""
+        """A fresh copy of the kept KV that shares the longest token prefix with ``ids`` (the newest on a tie), cut to
+        that prefix, and its length; an empty cache and 0 when none shares :data:`MIN_REUSE`."""
         from transformers import DynamicCache
 
         best, kv = 0, None
-        for tokens, cache in ([self._last] if self._last is not None else []) + \
-                [(list(t), c) for t, (c, _) in reversed(self._kept.items())]:
-            n = min(common_prefix(tokens, ids), len(ids))
+        for tokens, (cache, _) in reversed(self._kept.items()):
+            n = common_prefix(tokens, ids)
             if n > best:
                 best, kv = n, cache
         if kv is None or best < MIN_REUSE:
@@ -299,7 +298,6 @@ class Extractor:
 
     def forget(self) -> None:
         """Drop the KV kept of earlier passes (their memory): what follows is computed as if it came first."""
-        self._last = None
         self._kept.clear()
         self._kept_bytes = 0
 
