@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Callable, Sequence
 from halucheck.config import MAX_CLAIMS, SUBJECTIVE_FILTER
 from halucheck.engines.base import Request, SamplingParams
 from halucheck.prompts import load as load_prompts
-from halucheck.prompts.untrusted import without_notes
+from halucheck.prompts.untrusted import without_remarks
 from halucheck.records import Claim, Cost
 from halucheck.registry import import_path
 from halucheck.text import sentence_spans, word_spans
@@ -341,7 +341,8 @@ def claims_of_answers(answers: Sequence[tuple[str | None, str, int | None]], eng
             for block, s, e, *_ in find(text, finding):
                 out[i].claims.append(Claim(block, question, kind, s, e))
                 text = text[:s] + " " * (e - s) + text[e:]  # the prose around it is read as usual, offsets kept
-        text = without_notes(text, question)  # a note about the answer itself is no claim of it (the report lists it)
+        text = without_remarks(text, question)  # a note about the answer itself is no claim of it (the report lists
+        # it), nor is small talk ("Happy to help!"): neither reaches the subjective filter or the extractor
         prose[i] = text
         needs = subjective_filter == "on" or (subjective_filter == "auto" and looks_like_dialogue(text))
         mathy = is_math_question(question, text, strict=bool(grounded and grounded[i]))

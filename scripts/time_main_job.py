@@ -41,6 +41,7 @@ def run_once(mode: str, args: argparse.Namespace, work: Path) -> dict:
 
     home = work / f"home-{mode}"
     home.mkdir(parents=True)
+    models_dir().mkdir(parents=True, exist_ok=True)  # a link to no folder reads as a file to the run
     (home / "models").symlink_to(models_dir().resolve())
     config = yaml.safe_load(find_config(args.config).read_text())
     profile = config["profiles"][args.profile]

@@ -165,3 +165,24 @@ def test_a_question_the_model_returns_as_a_claim_is_dropped():
                                                         "a  calibrakit contains six reference solutions."]})
     out = extract_claims(engine, ["Happy to help! A CalibraKit contains six reference solutions."])
     assert out[0].value == ["A CalibraKit contains six reference solutions."]
+
+
+def test_small_talk_reaches_neither_the_subjective_filter_nor_the_extractor():
+    from halucheck.claims import claims_of_answers
+    from halucheck.engines.fake import FakeEngine
+
+    engine = FakeEngine(responder=lambda r: {"claims": ["A CalibraKit contains six reference solutions.",
+                                                        "A CalibraKit keeps for 18 months."]})
+    answer = ("Happy to help! A CalibraKit contains six reference solutions and keeps for 18 months. "
+              "Let me know if you need anything else.")
+    made, _ = claims_of_answers([("What does a CalibraKit contain?", answer, None)], engine, engine)
+    assert [r.tag for r in engine.requests] == ["claims:extract"]  # one call; none for the closers
+    assert "Happy" not in engine.requests[0].messages[-1]["content"]
+    assert [answer[c.start:c.end] for c in made[0].claims] == [
+        "A CalibraKit contains six reference solutions and keeps for 18 months."] * 2
+    # an answer that still speaks to the reader once its small talk is out goes through the filter, sentence by sentence
+    engine = FakeEngine(responder=lambda r: {"response": "Varenholt employs about 340 people."}
+                        if r.tag == "claims:filter" else {"claims": ["Varenholt employs about 340 people."]})
+    claims_of_answers([(None, "Happy to help! I think Varenholt employs about 340 people, as you asked.", None)],
+                      engine, engine)
+    assert [r.tag for r in engine.requests] == ["claims:filter", "claims:extract"]

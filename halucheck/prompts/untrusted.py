@@ -380,9 +380,11 @@ def notes(text: str, question: str | None = None) -> list[tuple[int, int]]:
     return [spans[k] for k in sorted(found)]
 
 
-def without_notes(text: str, question: str | None = None) -> str:
-    """``text`` without its :func:`notes` (each one's characters blanked: offsets stay where they were)."""
-    return _blanked(text, notes(text, question))
+def without_remarks(text: str, question: str | None = None) -> str:
+    """``text`` without its :func:`notes` and its :func:`small_talk` (each one's characters blanked: offsets stay
+    where they were): what claims are extracted from. Neither states anything a passage could back, and small
+    talk read as dialogue sent every sentence of its answer through the subjective filter."""
+    return _blanked(text, notes(text, question) + small_talk(text, question))
 
 
 def _blanked(text: str, spans: list[tuple[int, int]]) -> str:
@@ -483,4 +485,4 @@ def shown(passages, claim: str, question: str | None = None) -> list[str]:
 
 
 __all__ = ["OMITTED", "bearing", "clean", "instructions", "notes", "shown", "small_talk", "statement",
-           "without_notes"]
+           "without_remarks"]
