@@ -69,6 +69,17 @@ def stub_reply(body: dict) -> dict:
     return fit(out, schema) if schema else example_for(None)
 
 
+def stub_alternatives(body: dict) -> list[tuple[str, float]]:
+    """A one-token reply's alternatives, likeliest first, as a server lists them: "Yes"/"No" for a judge's pass
+    (the same every run, "No" first for about a third of the prompts), the digits for a severity question."""
+    last = body["messages"][-1]["content"]
+    h = int(hashlib.sha256(json.dumps(body["messages"]).encode()).hexdigest(), 16)
+    if "one digit" in last:
+        return [(str(1 + h % 5), -0.2)] + [(str(d), -3.0 - d) for d in range(1, 6) if d != 1 + h % 5]
+    yes, no = ("No", "Yes") if h % 3 == 0 else ("Yes", "No")
+    return [(yes, -0.1), (no, -2.4), (" " + yes, -5.0), ("The", -6.0)]
+
+
 def serve_stub(port: int, latency: float, capacity: int) -> None:
     slots = threading.BoundedSemaphore(capacity)
     model = "stub"
@@ -94,11 +105,19 @@ def serve_stub(port: int, latency: float, capacity: int) -> None:
             body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))))
             with slots:  # the box's batch: a request beyond it waits for a slot
                 time.sleep(latency)
-            content = json.dumps(stub_reply(body))
             prompt = sum(len(m["content"]) for m in body["messages"]) // 4
-            choice = {"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": "stop"}
-            if body.get("logprobs"):
-                choice["logprobs"] = {"content": [{"token": t, "logprob": -0.01} for t in content.split('"')[:8]]}
+            if body.get("top_logprobs"):  # `direct`'s one-token pass: its likeliest first tokens, "Yes" and "No"
+                # among them (about a third of the passes lean "No"); a severity question's digits
+                listed = stub_alternatives(body)
+                content = listed[0][0]
+                choice = {"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": "length",
+                          "logprobs": {"content": [{"token": content, "logprob": listed[0][1], "top_logprobs": [
+                              {"token": t, "logprob": lp} for t, lp in listed]}]}}
+            else:
+                content = json.dumps(stub_reply(body))
+                choice = {"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": "stop"}
+                if body.get("logprobs"):
+                    choice["logprobs"] = {"content": [{"token": t, "logprob": -0.01} for t in content.split('"')[:8]]}
             self._send({"id": "stub", "object": "chat.completion", "model": model, "choices": [choice],
                         "usage": {"prompt_tokens": prompt, "completion_tokens": len(content) // 4}})
 
@@ -212,7 +231,7 @@ def run_once(workdir: Path, mode: str, n_stubs: int, answers: int, args, corpus:
     urls = [f"http://127.0.0.1:{args.base_port + k}/v1" for k in range(n_stubs)]
     config.write_text(json.dumps({"default": "stub", "profiles": {"stub": {
         "engine": "vllm", "model": "stub", "base_url": urls, "max_concurrency": n_stubs * args.capacity * 2,
-        "timeout_s": 600}}}))
+        "timeout_s": 600, **({"verifier": args.verifier} if args.verifier else {})}}}))
     inp, out = workdir / f"answers-{answers}.jsonl", workdir / "runs" / tag
     if not inp.is_file():
         make_input(inp, args.texts, answers)
@@ -288,6 +307,8 @@ def main() -> None:
     ap.add_argument("--capacity", type=int, default=4, help="requests a stub serves at once")
     ap.add_argument("--shard-answers", type=int, default=8)
     ap.add_argument("--base-port", type=int, default=8101)
+    ap.add_argument("--verifier", default=None, help="the stub profile's verifier (default: a profile's own, "
+                    "selfcheck); `direct` is what the shipped vllm-1.5b profile runs")
     ap.add_argument("--hashed-passages", action="store_true",
                     help="build the index with hashed passage vectors (HashedPassages: seconds, not a quarter hour)")
     ap.add_argument("--py-spy", type=Path, default=None,

@@ -989,3 +989,22 @@ def test_a_one_class_set_trains_but_does_not_vote_in_the_choice():
     assert np.isnan(choices[0].figures["d"]["balacc"]) and choices[0].figures["all"]["n"] == len(exs) + len(only)
     assert choices == sorted(choices, key=lambda c: -c.score)
     assert SIGNAL_ROW in choices[0].layers
+
+
+def test_through_a_server_a_runs_claims_go_out_together_and_their_grades_too():
+    """A server (a GPU box) is kept busy only by many requests at once: the passes of up to 512 claims go out in
+    one batch, and the grades of the flagged ones in one more, not one after another."""
+    from halucheck.engines.fake import FakeEngine
+
+    engine, batches = FakeEngine(), []
+    generate = engine.generate
+    engine.generate = lambda requests, *a, **k: (batches.append([r.tag for r in requests]), generate(requests, *a, **k))[1]
+    checks = [Case(Claim(f"The parade starts at {h} o'clock."), (Evidence(OTHER_DOC),)) for h in range(40)]
+    for k in range(40):  # every other claim leans "No"
+        engine.enqueue(_alternatives(("Yes", -0.1), ("No", -3.0)) if k % 2 else
+                       _alternatives(("Yes", -3.0), ("No", -0.1)))
+    engine.enqueue(*[_alternatives(("3", -0.2), ("1", -2.0))] * 20)
+    verdicts = Direct(VerifierOptions()).verify(checks, Pool(engine))
+    assert [len(b) for b in batches] == [40, 20]
+    assert set(batches[0]) == {"direct:pass"} and set(batches[1]) == {"severity:pass"}
+    assert [v.error_severity for v in verdicts] == [3, 0] * 20

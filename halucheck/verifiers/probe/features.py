@@ -121,6 +121,8 @@ def no_hidden_states(purpose: str, engine: str) -> ConfigError:
 class Extractor:
     """Prompt passes on an embedded engine's model (its weights and tokenizer, not its decode loop)."""
 
+    serves_replies = False  # (:class:`~halucheck.verifiers.probe.remote.RemotePasses`: a server's replies)
+
     def __init__(self, engine: "Engine", store: FeatureStore | None = None, batch: int | None = None) -> None:
         """``batch``: prompts per forward pass; default :data:`BATCH` on a GPU and 1 on a CPU, where a 400-token
         prompt already fills the cores and a batch's right padding is work thrown away (18 prompts on 2 cores:
@@ -248,6 +250,11 @@ class Extractor:
         reused = [start] + [shared] * (len(batch) - 1)  # the first computes the shared start, the others reuse it
         return [Features(h.numpy().astype(np.float16), float(lg[self.yes_id]), float(lg[self.no_id]),
                          tokens=len(t), cached=c) for h, lg, t, c in zip(hidden, logits, batch, reused)]
+
+    def replies_logits(self, conversations: Sequence[Sequence[dict]],
+                       answers: Sequence[str]) -> list[tuple[np.ndarray, int, int]]:
+        """:meth:`reply_logits` of each conversation, one after another (each may reuse the kept KV)."""
+        return [self.reply_logits(messages, answers) for messages in conversations]
 
     def reply_logits(self, messages: Sequence[dict], answers: Sequence[str]) -> tuple[np.ndarray, int, int]:
         """One pass over ``messages`` (nothing decoded, nothing stored): the logits of ``answers`` (each one token) as

@@ -33,6 +33,7 @@ class RemotePasses:
     the log-probabilities of a follow-up's first reply token — from a server's replies."""
 
     store = None  # nothing to keep: the run's reply cache holds the replies
+    serves_replies = True
 
     def __init__(self, engine: "Engine") -> None:
         self.engine = engine
@@ -57,12 +58,15 @@ class RemotePasses:
             progress(len(prompts), len(prompts))
         return out
 
-    def reply_logits(self, messages: Sequence[dict], answers: Sequence[str]) -> tuple[np.ndarray, int, int]:
-        """The log-probabilities of ``answers`` as the reply's first token (-inf for one not among the alternatives),
-        the prompt's tokens and how many the server reused."""
-        res = self._ask([messages], "severity")[0]
-        listed = _alternatives(res)
-        return np.array([listed.get(a, -math.inf) for a in answers]), res.prompt_tokens, res.cached_tokens
+    def replies_logits(self, conversations: Sequence[Sequence[dict]],
+                       answers: Sequence[str]) -> list[tuple[np.ndarray, int, int]]:
+        """For each conversation, the log-probabilities of ``answers`` as the reply's first token (-inf for one not
+        among the alternatives), the prompt's tokens and how many the server reused: all asked at once."""
+        out = []
+        for res in self._ask(conversations, "severity"):
+            listed = _alternatives(res)
+            out.append((np.array([listed.get(a, -math.inf) for a in answers]), res.prompt_tokens, res.cached_tokens))
+        return out
 
     def forget(self) -> None:
         """Nothing is kept here (the server keeps its own prefix cache)."""

@@ -32,7 +32,11 @@ ROLE = "initial"
 # over the 11 two-class training sets on dev (scripts/train_default_head.py fit; docs/trained-judge.md).
 DIRECT_THRESHOLD = 0.25
 SHOWN_CHARS = 400  # of the deciding chunk, in the trace
-GROUP = 16  # claims whose passes run (and whose verdicts are handed on) together
+GROUP = 16  # claims whose passes run (and whose verdicts are handed on) together, on the embedded engine
+# through a server: enough requests at once to keep a GPU box busy (16 claims' passes are a few dozen requests, and
+# a group's grades wait for its passes); its replies are kept as they come (the run's reply cache), so a stop loses
+# no more of them than with small groups
+SERVER_GROUP = 512
 HIDDEN_STATE_ENGINES = ("transformers",)  # the engines (models.yaml `engine:`) whose model gives hidden states
 
 
@@ -83,7 +87,7 @@ class ChunkJudge(Verifier):
         raise NotImplementedError
 
     def verify(self, checks, engines, on_verdict=None, on_call=None) -> list[Verdict]:
-        """Claims in groups of :data:`GROUP` (their passes batched, then graded, then handed on), so a run writes
+        """Claims in groups of :data:`GROUP` (:data:`SERVER_GROUP` through a server; their passes batched, then graded, then handed on), so a run writes
         verdicts as it goes and a stopped one loses at most a group's passes. Without a feature store (``run``),
         each group starts from no kept KV: what it computes does not depend on the groups before it, so a resumed
         run computes a group as an uninterrupted one did (with a store, ``eval``'s, a resumed run reads the passes
@@ -95,10 +99,11 @@ class ChunkJudge(Verifier):
         total, done = sum(len(p) for _, p in prompts), 0
         out: list[Verdict] = []
         cost = Cost()
-        for start in range(0, len(checks), GROUP):
+        size = SERVER_GROUP if extractor.serves_replies else GROUP
+        for start in range(0, len(checks), size):
             if extractor.store is None:
                 extractor.forget()
-            group = range(start, min(start + GROUP, len(checks)))
+            group = range(start, min(start + size, len(checks)))
             progress = (lambda d, _t, before=done: self.progress(before + d, total)) if self.progress else None
             verdicts, spent = self._group([checks[i] for i in group], [prompts[i] for i in group], extractor,
                                           progress)
