@@ -40,7 +40,7 @@ def held_out_heads(sets: list[str], profile: str, folder: Path) -> dict[str, Pat
     out = {}
     with EnginePool(settings) as engines:
         ex = extractor_for(engines.engine_for("initial"))
-        ex.store = FeatureStore(default_store(ex.model_id))
+        ex.store = FeatureStore(default_store(ex.model_id, ex.precision))
         shipped = resolve(None, ex.model_id)
         data = gather(list(TRAIN_SETS), [], TRAIN_SETS)
         exs = item_examples(data.items, ex)

@@ -52,7 +52,7 @@ def extract(scale: float, order: str) -> None:
     phases = {"dev": _items("dev", TRAIN_SETS, scale), "test": _items("test", TEST_SETS, scale)}
     with EnginePool(Settings.load(profile=PROFILE)) as engines:
         ex = extractor_for(engines.engine_for("initial"), purpose="extraction")
-        ex.store = FeatureStore(default_store(ex.model_id))
+        ex.store = FeatureStore(default_store(ex.model_id, ex.precision))
         for phase in order.split(","):
             items = phases[phase]
             # set by set, so that a stop leaves whole sets done
@@ -99,7 +99,7 @@ def ship_direct_calibrator(scale: float) -> None:
     sets = {k: round(v * scale) for k, v in TRAIN_SETS.items()}
     with EnginePool(settings) as engines:
         ex = extractor_for(engines.engine_for("initial"))
-        ex.store = FeatureStore(default_store(ex.model_id))
+        ex.store = FeatureStore(default_store(ex.model_id, ex.precision))
         exs = item_examples(gather(list(sets), [], sets).items, ex)
     if ex.passes:
         sys.exit(f"{ex.passes} dev passes were not in the store: run `extract` first")

@@ -1008,3 +1008,22 @@ def test_through_a_server_a_runs_claims_go_out_together_and_their_grades_too():
     assert [len(b) for b in batches] == [40, 20]
     assert set(batches[0]) == {"direct:pass"} and set(batches[1]) == {"severity:pass"}
     assert [v.error_severity for v in verdicts] == [3, 0] * 20
+
+
+def test_the_default_feature_store_is_one_per_model_and_precision(tiny, monkeypatch, tmp_path):
+    """int8, bfloat16 and float32 passes of one prompt differ in their last bits: a run in one precision never reads
+    passes another computed."""
+    from halucheck.verifiers.probe.features import default_store
+
+    monkeypatch.setenv("HALUCHECK_HOME", str(tmp_path))
+    assert len({default_store("m@abc", p) for p in ("int8", "bfloat16", "float32")}) == 3
+    tiny.dtype = "int8"
+    direct = Direct(VerifierOptions(grade=False, features="default"))
+    direct.verify([two_chunk_check()], Pool(tiny))
+    stored = sorted(p.name for p in (tmp_path / "features").glob("*.sqlite"))
+    assert len(stored) == 1 and stored[0].endswith("-int8.sqlite")
+    tiny.dtype = "float32"
+    again = Direct(VerifierOptions(grade=False, features="default"))
+    again.verify([two_chunk_check()], Pool(tiny))
+    assert again.extractor(Pool(tiny)).passes == 2  # computed, not read from the int8 store
+    assert len(list((tmp_path / "features").glob("*.sqlite"))) == 2

@@ -108,7 +108,7 @@ def train(settings, datasets: Sequence[str], files: Sequence[Path], name: str, p
         engine = engines.engine_for("initial")
         probe = extractor_for(engine, purpose="halucheck train")
         model = probe.model_id
-        store = FeatureStore(store_path or default_store(model))
+        store = FeatureStore(store_path or default_store(model, probe.precision))
         probe.store = store
         log(f"{len(exs_items)} labelled items from {len(data.sources)} set(s); model {model}; features in {store.path}")
         exs = item_examples(exs_items, probe, Progress("features"), every_chunk=every_chunk)

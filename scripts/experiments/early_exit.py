@@ -10,11 +10,14 @@ claim's P can only be higher than with every chunk read (by less than the floor)
 read in document order / closest first, and what changes in P (balanced accuracy, AUROC) at each floor.
 
     python scripts/experiments/early_exit.py [--sets wice,contract-nli]
+
+The store read is the one of the model in bfloat16 (set HALUCHECK_PRECISION=int8 or float32 for another).
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections import defaultdict
 from pathlib import Path
@@ -92,7 +95,7 @@ def panel_chunk_scores(sets=frozenset(), features: bool = False):
 
     model_id = f"{MODEL}@{weights.spec_for(MODEL).sha256[:12]}"
     tok = AutoTokenizer.from_pretrained(weights.resolve(MODEL))
-    store = FeatureStore(default_store(model_id))
+    store = FeatureStore(default_store(model_id, os.environ.get("HALUCHECK_PRECISION", "bfloat16")))
     out, missing = [], 0
     for item in load_panel():
         if sets and item.id.split(":", 1)[0] not in sets:

@@ -73,7 +73,7 @@ def main() -> None:
     items = gather(list(sets), [], sets).items
     with EnginePool(Settings.load(profile=PROFILE)) as engines:
         ex = extractor_for(engines.engine_for("initial"), purpose="extraction")
-        ex.store = FeatureStore(default_store(ex.model_id))
+        ex.store = FeatureStore(default_store(ex.model_id, ex.precision))
         exs = item_examples(items, ex, Progress("every chunk"), every_chunk=True)
         n_layers = engine_layers(ex)
     print(f"{len(exs)} items, {sum(len(e.chunks) for e in exs)} chunks; passes computed now {ex.passes}", flush=True)

@@ -40,7 +40,7 @@ def main() -> None:
 
     with EnginePool(Settings.load(profile=args.profile)) as engines:
         ex = extractor_for(engines.engine_for("initial"))
-        ex.store = FeatureStore(default_store(ex.model_id))
+        ex.store = FeatureStore(default_store(ex.model_id, ex.precision))
         shipped = resolve(None, ex.model_id)
         exs = item_examples(gather(list(TRAIN_SETS), [], TRAIN_SETS).items, ex)
     if ex.passes:

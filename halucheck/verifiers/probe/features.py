@@ -88,11 +88,13 @@ def model_identity(engine: "Engine") -> str:
         return f"{path.name}@{digest.hexdigest()[:12]}"
 
 
-def default_store(model_id: str) -> Path:
-    """``$HALUCHECK_HOME/features/<model>-<hash>.sqlite``: the store ``train`` and ``eval`` share for a model."""
+def default_store(model_id: str, precision: str) -> Path:
+    """``$HALUCHECK_HOME/features/<model>-<hash>-<precision>.sqlite``: the store ``train`` and ``eval`` share for a
+    model run in one precision (``int8``, ``bfloat16``, ``float32``: the same prompt's hidden states differ in their
+    last bits between them, so one precision never reads another's)."""
     from halucheck.config import user_cache_dir
 
-    return user_cache_dir() / "features" / f"{model_id.replace('@', '-')}.sqlite"
+    return user_cache_dir() / "features" / f"{model_id.replace('@', '-')}-{precision}.sqlite"
 
 
 def unwrapped(engine: "Engine") -> "Engine":
@@ -133,6 +135,7 @@ class Extractor:
             batch = BATCH if getattr(device, "type", "cpu") != "cpu" else 1
         self.batch = max(1, int(batch))
         self.store = store
+        self.precision = str(getattr(engine, "dtype", "float32"))  # what the default store is kept per
         self.model_id = model_identity(engine)
         tok = engine.tokenizer
         self.yes_id = tok.convert_tokens_to_ids(YES)

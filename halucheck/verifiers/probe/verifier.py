@@ -79,7 +79,8 @@ class ChunkJudge(Verifier):
             if where:
                 from halucheck.verifiers.probe.features import FeatureStore, default_store
 
-                self._extractor.store = FeatureStore(default_store(self._extractor.model_id) if where == "default"
+                self._extractor.store = FeatureStore(default_store(self._extractor.model_id,
+                                                                   self._extractor.precision) if where == "default"
                                                      else where)
         return self._extractor
 
