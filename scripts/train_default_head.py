@@ -4,7 +4,7 @@
     python scripts/train_default_head.py fit [--per-set N]                   # LODO choice, fit, save in the package
     python scripts/train_default_head.py ship-direct-calibrator              # `direct`'s calibrator, on the dev passes
 
-Both steps read and write the feature store (``$HALUCHECK_HOME/features/<model>.sqlite``): extraction is resumable
+Both steps read and write the feature store (``$HALUCHECK_HOME/features/<model>-<precision>.sqlite``): extraction is resumable
 (kill it and start it again: stored passes are not computed again) and ``fit`` computes nothing new when
 ``extract`` ran with the same numbers. Training items: the dev splits of the sets in :data:`TRAIN_SETS` (sampled by
 ``halucheck.evaluation.heads.sample``: balanced classes, at most 4 per source group, the clean panel left out);
