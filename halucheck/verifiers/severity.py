@@ -71,8 +71,8 @@ def conversation(prompt: Sequence[dict], question: str | None = None) -> tuple[d
 def grade_after_pass(checks: Sequence[Case], verdicts: list[Verdict], extractor: "Extractor | RemotePasses",
                      cost: Cost | None, prompt_of: Callable[[int, Verdict], Sequence[dict]]) -> None:
     """Set ``error_severity`` in place, as :func:`grade` does, from one prompt pass per flagged claim on
-    ``extractor``'s model (or one request for a token and its alternatives to a server, all at once); ``prompt_of(i, verdict)``:
-    the messages of the pass that decided claim ``i``."""
+    ``extractor``'s model (or one request for a token and its alternatives to a server, all at once);
+    ``prompt_of(i, verdict)``: the messages of the pass that decided claim ``i``."""
     flagged = _zero_the_supported(verdicts)
     asked = extractor.replies_logits([conversation(prompt_of(i, verdicts[i]), checks[i].claim.question)
                                       for i in flagged], [str(n) for n in GRADES])

@@ -88,12 +88,12 @@ class ChunkJudge(Verifier):
         raise NotImplementedError
 
     def verify(self, checks, engines, on_verdict=None, on_call=None) -> list[Verdict]:
-        """Claims in groups of :data:`GROUP` (:data:`SERVER_GROUP` through a server; their passes batched, then graded, then handed on), so a run writes
-        verdicts as it goes and a stopped one loses at most a group's passes. Without a feature store (``run``),
-        each group starts from no kept KV: what it computes does not depend on the groups before it, so a resumed
-        run computes a group as an uninterrupted one did (with a store, ``eval``'s, a resumed run reads the passes
-        back instead, and a group reuses the KV of the one before). ``self.progress(done, total)``: passes over all
-        groups."""
+        """Claims in groups of :data:`GROUP` (:data:`SERVER_GROUP` through a server; their passes batched, then
+        graded, then handed on), so a run writes verdicts as it goes and a stopped one loses at most a group's
+        passes. Without a feature store (``run``), each group starts from no kept KV: what it computes does not
+        depend on the groups before it, so a resumed run computes a group as an uninterrupted one did (with a store,
+        ``eval``'s, a resumed run reads the passes back instead, and a group reuses the KV of the one before).
+        ``self.progress(done, total)``: passes over all groups."""
         t0 = time.perf_counter()
         extractor = self.extractor(engines)
         prompts = [prompts_of(c) for c in checks]
