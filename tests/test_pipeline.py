@@ -177,7 +177,9 @@ def test_every_role_sampling_in_models_yaml_is_honoured(tmp_path, engine, with_c
     docs.mkdir()
     (docs / "paris.txt").write_text(CONTEXT + "\n")
     engine["engine"] = FakeEngine(responder=quoting, max_batch=16)
-    opts = RunOptions(input=write_input(tmp_path, with_context), out=tmp_path / "run", verifier="debate",
+    # an opinion that is no small talk goes through the subjective filter ("Glad to help!" no longer does)
+    opinion = {"id": "opinion", "answer": "I think the tower is the finest building in Paris.", "context": CONTEXT}
+    opts = RunOptions(input=write_input(tmp_path, [*with_context, opinion]), out=tmp_path / "run", verifier="debate",
                       debate=DebateConfig(min_rounds=1, max_rounds=1), corpus=docs, index=tmp_path / "ix.duckdb",
                       queries="model")  # every claim gets model-written queries, so the query role is seen
     pipe = Pipeline(opts, Settings.from_dict(cfg), log=lambda m: None)
