@@ -90,8 +90,8 @@ def main() -> None:
         return float(np.mean(list(per.values()))), auroc(y, score), per
 
     direct = np.array([min(1 - f.p_supported for f in e.chunks) for e in exs])
-    mean, au, per = figures(direct, DIRECT_THRESHOLD)
-    print(f"direct (lowest P over the chunks): mean BalAcc {mean:.3f}, AUROC {au:.3f}")
+    dmean, dau, dper = figures(direct, DIRECT_THRESHOLD)
+    print(f"direct (lowest P over the chunks): mean BalAcc {dmean:.3f}, AUROC {dau:.3f}")
     best_rows = {}
     for fractions in LAYER_CHOICES:
         layers = layer_rows(fractions, n_layers)
@@ -114,8 +114,6 @@ def main() -> None:
     print("\nbest choice of each recipe (mean BalAcc over the two-class sets held out; AUROC of all items):")
     print("| recipe | layers | C | mean BalAcc | AUROC | " + " | ".join(two_class) + " |")
     print("|---|---|---|---|---|" + "---|" * len(two_class))
-    _, _, dper = figures(direct, DIRECT_THRESHOLD)
-    dmean, dau, _ = figures(direct, DIRECT_THRESHOLD)
     print(f"| direct | – | – | {dmean:.3f} | {dau:.3f} | " + " | ".join(f"{dper[d]:.3f}" for d in two_class) + " |")
     for recipe, (mean, au, per, layers, C) in best_rows.items():
         print(f"| {recipe} | {layers} | {C} | {mean:.3f} | {au:.3f} | "

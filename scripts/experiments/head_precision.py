@@ -45,7 +45,7 @@ def main() -> None:
 
     from halucheck.evaluation.heads import gather
     from halucheck.verifiers.probe.head import resolve
-    from halucheck.verifiers.probe.verifier import DIRECT_THRESHOLD
+    from halucheck.verifiers.probe.verifier import Direct, Probe
 
     items = gather(list(TRAIN_SETS), [], TRAIN_SETS).items
     step = max(1, len(items) // args.n)
@@ -59,7 +59,7 @@ def main() -> None:
     db = np.array([1 - e.representative.p_supported for e in bf])
     di = np.array([1 - e.representative.p_supported for e in i8])
     y = np.array([e.label for e in bf])
-    for name, a, b, t in (("probe", pb, pi, 0.5), ("direct", db, di, DIRECT_THRESHOLD)):
+    for name, a, b, t in (("probe", pb, pi, Probe.threshold), ("direct", db, di, Direct.threshold)):
         agree = float(np.mean((a >= t) == (b >= t)))
         acc_b, acc_i = (float(np.mean((x >= t) == y)) for x in (a, b))
         print(f"{name}: {len(y)} items, verdicts the same {agree:.3f}, |P bf16 - P int8| median "
