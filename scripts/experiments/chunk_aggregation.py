@@ -1,7 +1,7 @@
 """How should the chunks' verdicts make the claim's? Offline, on the clean panel's dev items (every chunk in the
 feature store; see early_exit.py), for `direct` and the shipped head (`probe`, which was not trained on the panel):
 the claim's P(hallucinated) as the best-supporting chunk's (the minimum: as shipped), the chunk closest to the claim
-in words, the mean, and a soft minimum. Balanced accuracy (at each verifier's threshold) and AUROC per set with
+in words, the mean, a soft minimum, and the chunk `direct` finds most supporting. Balanced accuracy (at each verifier's threshold) and AUROC per set with
 several chunks, and the mean over all sets.
 
     python scripts/experiments/chunk_aggregation.py
@@ -33,10 +33,11 @@ def main() -> None:
     scored, missing = panel_chunk_scores(features=True)
     print(f"panel items {len(scored)} (without every pass stored: {missing})")
     ways = {
-        "min (shipped)": lambda p, near: p.min(),
-        "closest chunk": lambda p, near: p[near],
-        "mean": lambda p, near: p.mean(),
-        "soft min (t=0.1)": lambda p, near: -0.1 * np.log(np.mean(np.exp(-p / 0.1))),
+        "min (shipped)": lambda p, near, d: p.min(),
+        "closest chunk": lambda p, near, d: p[near],
+        "mean": lambda p, near, d: p.mean(),
+        "direct's best chunk": lambda p, near, d: p[int(np.argmin(d))],
+        "soft min (t=0.1)": lambda p, near, d: -0.1 * np.log(np.mean(np.exp(-p / 0.1))),
     }
     for verifier, threshold in (("direct", DIRECT_THRESHOLD), ("probe", 0.5)):
         rows = defaultdict(lambda: defaultdict(list))
@@ -44,11 +45,12 @@ def main() -> None:
             p = (np.array([1.0 - f.p_supported for f in feats]) if verifier == "direct"
                  else head.p_hallucinated(feats))
             near = closest(parts, case.claim.statement)
+            d = np.array([1.0 - f.p_supported for f in feats])
             name = item.id.split(":", 1)[0]
             rows[name]["y"].append(bool(item.label))
             rows[name]["chunks"].append(len(parts))
             for way, f in ways.items():
-                rows[name][way].append(float(f(p, near)))
+                rows[name][way].append(float(f(p, near, d)))
         print(f"\n{verifier} (threshold {threshold}): BalAcc / AUROC")
         print(f"{'set':14} {'chunks':>6} " + " ".join(f"{w:>22}" for w in ways))
         means = defaultdict(list)
