@@ -160,15 +160,21 @@ def test_closest_picks_the_chunk_with_the_claims_content_words():
 
 
 def test_messages_render_document_statement_and_question():
-    system, user = messages("Paris is the capital of France.", "Paris is in France.")
+    system, *shots, user = messages("Paris is the capital of France.", "Paris is in France.")
     assert system["role"] == "system" and user["role"] == "user"
     assert "Paris is the capital of France." in user["content"]
     assert "[statement]: Paris is in France." in user["content"]
     assert "[question]" not in user["content"]
-    _, qa = messages("Doc text here.", "Paris", question="What is the capital of France?")
+    *_, qa = messages("Doc text here.", "Paris", question="What is the capital of France?")
     assert "[question]: What is the capital of France?" in qa["content"] and "[answer]: Paris" in qa["content"]
-    _, closed = messages("", "Paris is in France.")
+    *_, closed = messages("", "Paris is in France.")
     assert "no document was given" in closed["content"]
+    # the worked examples: earlier turns in the item's own form, answered "Yes" or "No", both answers shown, the
+    # same for every item (so every pass shares their KV)
+    assert [m["role"] for m in shots] == ["user", "assistant"] * (len(shots) // 2) and shots
+    assert {m["content"] for m in shots[1::2]} == {"Yes", "No"}
+    assert all("Is every part of the" in m["content"] and "[document]: " in m["content"] for m in shots[0::2])
+    assert messages("Another document.", "Another claim.")[:-1] == (system, *shots)
     # the document comes before the statement (the claims about one chunk share its prefix)
     assert user["content"].index("capital of France.") < user["content"].index("[statement]")
 
@@ -700,8 +706,9 @@ def test_unsupported_claims_are_graded_in_their_deciding_pass_conversation(tiny,
     for v, check in ((va, a), (vc, closed)):
         deciding = prompts_of(check)[1][0]
         talk = conversation(deciding)
-        assert talk[:2] == deciding and talk[2] == {"role": "assistant", "content": "No"}
-        assert "How severe is the error of the statement?" in talk[3]["content"]
+        n = len(deciding)
+        assert talk[:n] == deciding and talk[n] == {"role": "assistant", "content": "No"} and len(talk) == n + 2
+        assert "How severe is the error of the statement?" in talk[-1]["content"]
         fresh, total, reused = Extractor(tiny).reply_logits(talk, digits)  # nothing kept: all computed
         assert reused == 0 and total == len(tiny._encode(talk))
         assert np.ptp(fresh) > 1e-2  # the digits' logits differ, so the argmax means something
@@ -872,9 +879,10 @@ def test_direct_through_a_server_reads_yes_and_no_among_the_alternatives():
     [v] = Direct(VerifierOptions()).verify([b], Pool(engine))
     graded = engine.requests[-1]
     assert v.factuality is False and v.error_severity == 4 and graded.tag == "severity:pass"
-    assert graded.top_logprobs == 20 and graded.messages[:2] == engine.requests[0].messages
-    assert graded.messages[2] == {"role": "assistant", "content": "No"}
-    assert str(GRADES[-1]) in graded.messages[3]["content"]
+    n = len(engine.requests[0].messages)
+    assert graded.top_logprobs == 20 and graded.messages[:n] == engine.requests[0].messages
+    assert graded.messages[n] == {"role": "assistant", "content": "No"} and len(graded.messages) == n + 2
+    assert str(GRADES[-1]) in graded.messages[-1]["content"]
     engine.enqueue(_alternatives(("Yes", -3.0), ("No", -0.05)), _alternatives(("x", -0.1)))
     [v] = Direct(VerifierOptions()).verify([b], Pool(engine))
     assert v.factuality is False and v.error_severity is None  # no digit among the alternatives: unrated

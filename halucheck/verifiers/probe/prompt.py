@@ -20,7 +20,7 @@ from halucheck.text import sentence_spans
 
 # The prompt and what a forward pass yields. Part of every cached feature's key and of every head's provenance:
 # change it whenever direct.yaml, the chunking or the features change.
-RECIPE = "direct-v1"
+RECIPE = "direct-v2"  # v2: the worked examples (direct.yaml's ``shots``) before the item
 CHUNK_CHARS = 1600
 
 
@@ -108,10 +108,16 @@ def closest(parts: Sequence[Chunk], claim: str) -> int:
 
 
 def messages(document: str, text: str, question: str | None = None) -> tuple[dict, ...]:
-    """The chat messages of one prompt pass: instructions, the document chunk, the statement and the question."""
+    """The chat messages of one prompt pass: instructions, the worked examples as earlier turns, then the document
+    chunk, the statement and the question."""
     prompts = load_prompts("direct")
-    return ({"role": "system", "content": prompts["system"].render()},
-            {"role": "user", "content": prompts["user"].render(document=document, question=question, text=text)})
+    turns = [{"role": "system", "content": prompts["system"].render()}]
+    for shot in prompts["shots"]:
+        turns += [{"role": "user", "content": prompts["user"].render(
+                      document=shot["document"], question=shot["question"], text=shot["text"])},
+                  {"role": "assistant", "content": shot["reply"]}]
+    turns.append({"role": "user", "content": prompts["user"].render(document=document, question=question, text=text)})
+    return tuple(turns)
 
 
 __all__ = ["CHUNK_CHARS", "Chunk", "RECIPE", "chunks", "closest", "messages"]

@@ -28,9 +28,9 @@ if TYPE_CHECKING:
 
 ROLE = "initial"
 # The direct verdict's P(hallucinated) at or above which a claim is hallucinated: the first token leans to "Yes"
-# on this prompt, so a claim is flagged unless P(Yes) >= 0.75; the threshold with the best mean balanced accuracy
+# on this prompt, so a claim is flagged unless P(Yes) >= 0.70; the threshold with the best mean balanced accuracy
 # over the 11 two-class training sets on dev (scripts/train_default_head.py fit; docs/trained-judge.md).
-DIRECT_THRESHOLD = 0.25
+DIRECT_THRESHOLD = 0.30
 SHOWN_CHARS = 400  # of the deciding chunk, in the trace
 GROUP = 16  # claims whose passes run (and whose verdicts are handed on) together, on the embedded engine
 # through a server: enough requests at once to keep a GPU box busy (16 claims' passes are a few dozen requests, and
