@@ -111,7 +111,8 @@ def main() -> None:
 
 
 KINDS = {"selfcheck": "selfcheck", "selfcheck-cal": "selfcheck, its shipped calibrator", "direct": "direct",
-         "direct-cal": "direct, its shipped calibrator", "probe": "probe", "probe-lodo": "probe, without its set"}
+         "direct-cal": "direct, its shipped calibrator", "probe": "probe", "probe-cal": "probe, its shipped calibrator",
+         "probe-lodo": "probe, without its set"}
 
 
 def record(figures: dict, profile: str) -> None:
@@ -132,8 +133,8 @@ def record(figures: dict, profile: str) -> None:
 def summary(dirs: list[Path], n_boot: int = 1000, seed: int = 0, base: str = "selfcheck") -> dict:
     """Per verifier over the sets every verifier was run on: mean BalAcc over sets (each set resampled by group,
     the same resamples for every verifier), pooled AUROC and ECE, seconds a claim; and the paired difference of
-    each verifier's mean BalAcc from ``base``'s. ``selfcheck`` and ``direct`` also appear with their P(hallucinated)
-    through the calibrator the package ships for them."""
+    each verifier's mean BalAcc from ``base``'s. ``selfcheck``, ``direct`` and ``probe`` also appear with their
+    P(hallucinated) through the calibrator the package ships for them."""
     import numpy as np
 
     from halucheck.evaluation.metrics import auroc, balanced_accuracy, ece, percentile_ci
@@ -152,7 +153,7 @@ def summary(dirs: list[Path], n_boot: int = 1000, seed: int = 0, base: str = "se
                 continue
             rows = [json.loads(line) for line in (folder / "predictions.jsonl").read_text().splitlines() if line]
             runs.setdefault(kind, {})[name] = (sorted(rows, key=lambda r: r["id"]), wall)
-    for kind in [k for k in ("selfcheck", "direct") if k in runs]:  # the same verdicts, P(hallucinated) through
+    for kind in [k for k in ("selfcheck", "direct", "probe") if k in runs]:  # the same verdicts, P(hallucinated) through
         from halucheck.config import Settings  # the calibrator the package ships for it (fitted on dev)
         from halucheck.verifiers.calibration import shipped
 

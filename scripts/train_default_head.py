@@ -3,6 +3,7 @@
     python scripts/train_default_head.py extract [--per-set N] [--test N]   # prompt passes into the feature store
     python scripts/train_default_head.py fit [--per-set N]                   # LODO choice, fit, save in the package
     python scripts/train_default_head.py ship-direct-calibrator              # `direct`'s calibrator, on the dev passes
+    python scripts/train_default_head.py ship-probe-calibrator               # the shipped head's, on its held-out P
 
 Both steps read and write the feature store (``$HALUCHECK_HOME/features/<model>-<precision>.sqlite``): extraction is resumable
 (kill it and start it again: stored passes are not computed again) and ``fit`` computes nothing new when
@@ -83,9 +84,12 @@ def fit(scale: float) -> None:
           f"{meta['direct_threshold']:.2f}")
 
 
-def ship_direct_calibrator(scale: float) -> None:
-    """The calibrator the package ships for `direct` on the default model: fitted on the dev passes the head was
-    trained on (the direct verdict learns nothing from them; its threshold was chosen on them), no undecided band."""
+def ship_calibrator(scale: float, verifier: str) -> None:
+    """The calibrator the package ships for ``verifier`` on the default model, fitted on the dev passes the head was
+    trained on, no undecided band. ``direct``: its P (it learns nothing from them; its threshold was chosen on
+    them). ``probe``: the shipped head's P of each item from a head with its layers and C fitted without the item's
+    set (what the head says of a set it never saw: the scores its own Platt map was fitted on), so that a run's
+    output says how its P was calibrated, as `direct`'s does. A head of your own (``--head``) is not given it."""
     import numpy as np
 
     from halucheck.config import Settings
@@ -103,10 +107,18 @@ def ship_direct_calibrator(scale: float) -> None:
         exs = item_examples(gather(list(sets), [], sets).items, ex)
     if ex.passes:
         sys.exit(f"{ex.passes} dev passes were not in the store: run `extract` first")
-    p = np.array([1.0 - e.representative.p_supported for e in exs])
-    cal = calibration.fit(p, [e.label for e in exs], verifier="direct", profile=PROFILE, model=model, split="dev",
+    if verifier == "probe":
+        from halucheck.verifiers.probe.head import resolve
+        from halucheck.verifiers.probe.training import held_out_scores
+
+        head = resolve(None, ex.model_id)
+        a, b = head.platt
+        p = 1.0 / (1.0 + np.exp(-(a * held_out_scores(exs, head.layers, head.meta["C"]) + b)))
+    else:
+        p = np.array([1.0 - e.representative.p_supported for e in exs])
+    cal = calibration.fit(p, [e.label for e in exs], verifier=verifier, profile=PROFILE, model=model, split="dev",
                           min_accuracy=None, datasets=sorted({e.dataset for e in exs}))
-    path = calibration.shipped_path("direct", model)
+    path = calibration.shipped_path(verifier, model)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(cal.to_json(), encoding="utf-8")
     print(f"{cal.summary()}\nwrote {path} ({len(exs)} dev items)")
@@ -114,7 +126,7 @@ def ship_direct_calibrator(scale: float) -> None:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("step", choices=["extract", "fit", "ship-direct-calibrator"])
+    ap.add_argument("step", choices=["extract", "fit", "ship-direct-calibrator", "ship-probe-calibrator"])
     ap.add_argument("--scale", type=float, default=1.0, help="multiply every set's item count")
     ap.add_argument("--order", default="dev,test")
     args = ap.parse_args()
@@ -123,7 +135,7 @@ def main() -> None:
     elif args.step == "fit":
         fit(args.scale)
     else:
-        ship_direct_calibrator(args.scale)
+        ship_calibrator(args.scale, args.step.split("-")[1])
 
 
 if __name__ == "__main__":

@@ -617,3 +617,20 @@ def test_reliability_svg_consistency_bars_are_binomial_ranges():
     bars = {int(e.get("data-bin")): float(e.get("data-observed")) for e in root.iter(f"{SVG}rect")
             if e.get("class") == "bar"}
     assert bars[7] < float(whiskers[7].get("data-lo")) and float(whiskers[2].get("data-lo")) <= bars[2]
+
+
+def test_the_default_verifier_ships_a_calibrator_that_a_head_of_your_own_is_not_given(tmp_path, monkeypatch):
+    from halucheck.config import Settings, VerifierOptions
+    from halucheck.verifiers import get_verifier
+
+    monkeypatch.setenv("HALUCHECK_HOME", str(tmp_path))  # no calibrator stored by a user
+    settings = Settings.load()
+    default = settings.profile_for("initial")
+    shipped, path = cal.shipped(default.verifier, default.model)
+    # every verdict of the default path carries a calibrated P: its map was fitted on dev, all of it decided
+    assert shipped is not None and shipped.split == "dev" and shipped.band[0] == shipped.band[1]
+    assert cal.for_run(get_verifier(default.verifier), settings, None) == (shipped, path)
+    if default.verifier == "probe":  # the map was fitted on the shipped head's scores, not on another head's
+        mine = get_verifier("probe", VerifierOptions(head="my-team"))
+        assert cal.for_run(mine, settings, None) == (None, None)
+        assert cal.for_run(get_verifier("probe", VerifierOptions(head="default")), settings, None) == (shipped, path)

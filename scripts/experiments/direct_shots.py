@@ -108,13 +108,15 @@ def main() -> None:
         n_layers = engine_layers(ex)
     a = report("shipped", plain, n_layers)
     b = report("worked examples", shots, n_layers)
+    import numpy as np
+
     names = [k for k in next(iter(a.values())) if k != "all"]
     print("\n| prompt, verifier | mean BalAcc | " + " | ".join(names) + " |")
     print("|---|---|" + "---|" * len(names))
     for label, f in (a | b).items():
-        import numpy as np
         m = float(np.nanmean([f[d]["balacc"] for d in names]))
-        print(f"| {label} | {m:.3f} | " + " | ".join(f"{f[d]['balacc']:.3f} / {f[d]['auroc']:.3f}" for d in names) + " |")
+        cells = " | ".join(f"{f[d]['balacc']:.3f} / {f[d]['auroc']:.3f}" for d in names)
+        print(f"| {label} | {m:.3f} | {cells} |")
 
 
 if __name__ == "__main__":

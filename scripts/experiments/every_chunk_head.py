@@ -15,8 +15,8 @@ does". Recipes compared, each for the head's layer choices and C (the same grid 
 Held-out score of an item: the decision value of every one of its chunks from a head fitted without its set, the
 lowest deciding (threshold 0: the fitted head's own), beside `direct`'s (the lowest P over the chunks, its shipped
 threshold). Each recipe is also scored a second way: the head asked only at the chunk `direct` finds most
-supporting (the head judges, `direct` picks the chunk). The training sample is `scripts/train_default_head.py`'s; passes not in the feature store are computed
-(every chunk of every item: resumable, as `extract` is).
+supporting (the head judges, `direct` picks the chunk). The training sample is `scripts/train_default_head.py`'s;
+passes not in the feature store are computed (every chunk of every item: resumable, as `extract` is).
 
     python scripts/experiments/every_chunk_head.py [--scale 1]
 """

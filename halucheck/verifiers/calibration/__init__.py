@@ -52,9 +52,14 @@ from halucheck.verifiers.calibration.threshold import MIN_ACCURACY, band_for, ch
 
 def for_run(verifier, settings, name: str | None):
     """The calibrator fitted for ``verifier`` and the profile of its first agent (`halucheck calibrate`; the one
-    ``--calibration`` names) and where it was read: ``(None, None)`` when there is none."""
+    ``--calibration`` names) and where it was read: ``(None, None)`` when there is none. The package's calibrator
+    for ``probe`` was fitted on the shipped head's scores: a head of your own (``--head``) is not given it."""
     prof = settings.profile_for("initial") if verifier.uses_llm else None
-    return resolve(verifier.name, prof.name if prof else None, prof.model if prof else None, name)
+    cal, path = resolve(verifier.name, prof.name if prof else None, prof.model if prof else None, name)
+    head = getattr(getattr(verifier, "options", None), "head", None)
+    if path is not None and path.parent == SHIPPED and head and head != "default":
+        return None, None
+    return cal, path
 
 
 def keep_with_run(store, cal, path) -> None:
