@@ -56,8 +56,10 @@ def for_run(verifier, settings, name: str | None):
     for ``probe`` was fitted on the shipped head's scores: a head of your own (``--head``) is not given it."""
     prof = settings.profile_for("initial") if verifier.uses_llm else None
     cal, path = resolve(verifier.name, prof.name if prof else None, prof.model if prof else None, name)
+    from halucheck.verifiers.probe.head import SHIPPED as SHIPPED_HEAD
+
     head = getattr(getattr(verifier, "options", None), "head", None)
-    if path is not None and path.parent == SHIPPED and head and head != "default":
+    if path is not None and path.parent == SHIPPED and head and head != SHIPPED_HEAD:
         return None, None
     return cal, path
 
