@@ -153,8 +153,9 @@ def summary(dirs: list[Path], n_boot: int = 1000, seed: int = 0, base: str = "se
                 continue
             rows = [json.loads(line) for line in (folder / "predictions.jsonl").read_text().splitlines() if line]
             runs.setdefault(kind, {})[name] = (sorted(rows, key=lambda r: r["id"]), wall)
-    for kind in [k for k in ("selfcheck", "direct", "probe") if k in runs]:  # the same verdicts, P(hallucinated) through
-        from halucheck.config import Settings  # the calibrator the package ships for it (fitted on dev)
+    # the same verdicts, P(hallucinated) through the calibrator the package ships for it (fitted on dev)
+    for kind in [k for k in ("selfcheck", "direct", "probe") if k in runs]:
+        from halucheck.config import Settings
         from halucheck.verifiers.calibration import shipped
 
         cal, _ = shipped(kind, Settings.load(profile="cpu-1.5b").profiles["cpu-1.5b"].model)

@@ -1,8 +1,8 @@
 """How should the chunks' verdicts make the claim's? Offline, on the clean panel's dev items (every chunk in the
 feature store; see early_exit.py), for `direct` and the shipped head (`probe`, which was not trained on the panel):
 the claim's P(hallucinated) as the best-supporting chunk's (the minimum: as shipped), the chunk closest to the claim
-in words, the mean, a soft minimum, and the chunk `direct` finds most supporting. Balanced accuracy (at each verifier's threshold) and AUROC per set with
-several chunks, and the mean over all sets.
+in words, the mean, a soft minimum, and the chunk `direct` finds most supporting. Balanced accuracy (at each
+verifier's threshold) and AUROC per set with several chunks, and the mean over all sets.
 
     python scripts/experiments/chunk_aggregation.py
 """
@@ -42,10 +42,9 @@ def main() -> None:
     for verifier, threshold in (("direct", DIRECT_THRESHOLD), ("probe", 0.5)):
         rows = defaultdict(lambda: defaultdict(list))
         for item, case, parts, feats in scored:
-            p = (np.array([1.0 - f.p_supported for f in feats]) if verifier == "direct"
-                 else head.p_hallucinated(feats))
+            d = np.array([1.0 - f.p_supported for f in feats])  # direct's P of each chunk
+            p = d if verifier == "direct" else head.p_hallucinated(feats)
             near = closest(parts, case.claim.statement)
-            d = np.array([1.0 - f.p_supported for f in feats])
             name = item.id.split(":", 1)[0]
             rows[name]["y"].append(bool(item.label))
             rows[name]["chunks"].append(len(parts))
